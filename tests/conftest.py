@@ -1,0 +1,72 @@
+"""Shared fixtures: the real default stack (packaged Qwen2.5-Coder-0.5B, MiniLM, FAISS), built once.
+
+Model tests use one llama.cpp thread (set by `make test` via RAGLEAK_THREADS=1; set here too) and
+a generation cache private to the test session, so no test is served from a cache another run
+filled.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("RAGLEAK_THREADS", "1")
+
+from ragleak.config import StackConfig  # noqa: E402
+from ragleak.records import Document  # noqa: E402
+
+# Facts chosen so each answer sits in exactly one passage and is not world knowledge.
+FACT_DOCS = [
+    Document(id="foundry", text="The Halvorsen Foundry in the town of Skarvik was founded in 1874 by Ingrid Pettersen, "
+             "who ran it for thirty years and cast the bells of the harbour church."),
+    Document(id="lab", text="The Quillfeather Robotics Lab keeps its spare servo motors in storage room B-17, "
+             "next to the calibration bench used by the night shift."),
+    Document(id="clinic", text="Patient record 4471: Maria Gonzales, born 1984-03-12, was treated at Riverside Clinic "
+             "for asthma in May 2023. Her phone number is 555-0187."),
+    Document(id="garden", text="The Oberlin community garden opens at 7 am on weekdays and is closed on Mondays "
+             "for irrigation maintenance."),
+    Document(id="ferry", text="The ferry between Dunmore and Clarebay leaves every ninety minutes and the crossing "
+             "takes forty minutes in calm weather."),
+    Document(id="library", text="The Westbrook library lends telescopes to members for two weeks; the waiting list "
+             "is kept by the head librarian, Tomas Eriksen."),
+]
+
+
+@pytest.fixture(scope="session")
+def stack_config(tmp_path_factory) -> StackConfig:
+    return StackConfig(n_threads=1, cache_path=tmp_path_factory.mktemp("cache") / "generations.sqlite",
+                       decoding={"max_tokens": 160})
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from ragleak.rag.embedder import make_embedder
+
+    e = make_embedder()
+    e.prepare()
+    return e
+
+
+@pytest.fixture(scope="session")
+def fact_index(embedder):
+    from ragleak.corpora.chunking import chunk_documents
+    from ragleak.rag.index import PassageIndex
+
+    return PassageIndex.build(chunk_documents(FACT_DOCS), embedder)
+
+
+@pytest.fixture(scope="session")
+def generator(stack_config):
+    from ragleak.rag.cache import CachedGenerator, GenerationCache
+    from ragleak.rag.generator import LlamaCppGenerator
+
+    inner = LlamaCppGenerator(stack_config.model, n_threads=1, params=stack_config.decoding)
+    return CachedGenerator(inner, GenerationCache(stack_config.cache_path))
+
+
+@pytest.fixture(scope="session")
+def pipeline(fact_index, generator, stack_config):
+    from ragleak.rag.stack import make_pipeline
+
+    return make_pipeline(fact_index, stack_config.model_copy(update={"top_k": 3}), generator=generator)

@@ -1,0 +1,79 @@
+"""The generation cache: exact keys, persistence, and several processes writing at once."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+from ragleak.rag.cache import CachedGenerator, GenerationCache, cache_key
+from ragleak.rag.generator import DecodingParams, Generation
+from ragleak.rag.prompt import ChatMessage, render_chatml
+
+
+class CountingGenerator:
+    model_id = "scripted-model"
+
+    def __init__(self):
+        self.invocations = 0
+        self.params = DecodingParams()
+
+    def render(self, messages):
+        return render_chatml(messages)
+
+    def generate(self, messages, params=None):
+        self.invocations += 1
+        return Generation(text=messages[-1].content[::-1], prompt_tokens=3, completion_tokens=3,
+                          finish_reason="stop", seconds=0.01)
+
+    def next_token_logprobs(self, prompt):
+        raise AssertionError
+
+
+def _msgs(text):
+    return [ChatMessage(role="user", content=text)]
+
+
+def test_key_depends_on_model_params_and_exact_prompt():
+    p = DecodingParams()
+    base = cache_key("m", p, "prompt")
+    assert cache_key("m", p, "prompt") == base
+    assert cache_key("m2", p, "prompt") != base
+    assert cache_key("m", DecodingParams(max_tokens=7), "prompt") != base
+    assert cache_key("m", p, "prompt ") != base
+
+
+def test_hit_does_not_run_the_model_and_persists(tmp_path):
+    path = tmp_path / "c.sqlite"
+    inner = CountingGenerator()
+    gen = CachedGenerator(inner, GenerationCache(path))
+    first = gen.generate(_msgs("hello"))
+    second = gen.generate(_msgs("hello"))
+    assert inner.invocations == 1 and second.cached and not first.cached and second.text == first.text
+    reopened = CachedGenerator(CountingGenerator(), GenerationCache(path))
+    assert reopened.generate(_msgs("hello")).text == "olleh" and reopened.inner.invocations == 0
+
+
+def _worker(path, worker, n, queue):
+    inner = CountingGenerator()
+    gen = CachedGenerator(inner, GenerationCache(path))
+    texts = [gen.generate(_msgs(f"prompt {i}")).text for i in range(n)]
+    queue.put((worker, inner.invocations, texts))
+
+
+def test_several_processes_share_one_cache(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    GenerationCache(path)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(path, w, 40, queue)) for w in range(3)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    expected = [f"prompt {i}"[::-1] for i in range(40)]
+    assert all(texts == expected for _, _, texts in results)
+    assert len(GenerationCache(path)) == 40
+    # every prompt was computed at least once and at most once per process
+    total = sum(calls for _, calls, _ in results)
+    assert 40 <= total <= 120

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ragleak.errors import IndexStoreError
+from ragleak.rag.index import PassageIndex
+from ragleak.records import Passage
+
+
+def _passages(n=6):
+    topics = ["ferry timetables", "bread baking", "robot servos", "asthma treatment", "telescope lending", "bell casting"]
+    return [Passage(id=f"d{i}#0", doc_id=f"d{i}", text=f"A note about {topics[i]}.") for i in range(n)]
+
+
+def test_search_ranks_the_relevant_passage_first(embedder):
+    index = PassageIndex.build(_passages(), embedder)
+    hits = index.search("how do I bake bread", 3)
+    assert hits[0].passage.doc_id == "d1"
+    assert hits[0].score > hits[1].score >= hits[2].score
+
+
+def test_save_load_round_trip(tmp_path, embedder):
+    index = PassageIndex.build(_passages(), embedder, {"source": "unit"})
+    index.save(tmp_path / "idx")
+    loaded = PassageIndex.load(tmp_path / "idx", embedder)
+    assert loaded.passages == index.passages
+    assert loaded.metadata == {"source": "unit"}
+    assert [h.passage.id for h in loaded.search("telescope", 2)] == [h.passage.id for h in index.search("telescope", 2)]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "staging dirs left behind"
+
+
+def test_add_and_remove_documents_survive_save(tmp_path, embedder):
+    index = PassageIndex.build(_passages(4), embedder)
+    assert index.remove_documents(["d1"]) == 1
+    index.add([Passage(id="new#0", doc_id="new", text="Spare servo motors are in room B-17.")])
+    index.save(tmp_path / "idx")
+    loaded = PassageIndex.load(tmp_path / "idx", embedder)
+    assert loaded.doc_ids == ["d0", "d2", "d3", "new"]
+    assert loaded.search("where are the servo motors", 1)[0].passage.doc_id == "new"
+    loaded.add([Passage(id="later#0", doc_id="later", text="x")])  # ids keep counting after a load
+    assert len(loaded) == 5
+
+
+def test_duplicate_passage_id_is_refused(embedder):
+    index = PassageIndex.build(_passages(2), embedder)
+    with pytest.raises(IndexStoreError, match="already in the index"):
+        index.add([_passages(1)[0]])
+
+
+def test_corrupt_index_dirs_give_clear_errors(tmp_path, embedder):
+    PassageIndex.build(_passages(), embedder).save(tmp_path / "idx")
+    with pytest.raises(IndexStoreError, match="not a directory"):
+        PassageIndex.load(tmp_path / "nope", embedder)
+    passages = tmp_path / "idx" / "passages.jsonl"
+    passages.write_text(passages.read_text()[:-20])
+    with pytest.raises(IndexStoreError, match="checksum"):
+        PassageIndex.load(tmp_path / "idx", embedder)
+    (tmp_path / "idx" / "manifest.json").write_text("{not json")
+    with pytest.raises(IndexStoreError, match="not valid JSON"):
+        PassageIndex.load(tmp_path / "idx", embedder)
+    (tmp_path / "idx" / "manifest.json").unlink()
+    with pytest.raises(IndexStoreError, match="manifest.json is missing"):
+        PassageIndex.load(tmp_path / "idx", embedder)
+
+
+def test_save_refuses_to_clobber_a_foreign_directory(tmp_path, embedder):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("precious")
+    with pytest.raises(IndexStoreError, match="refusing to overwrite"):
+        PassageIndex.build(_passages(2), embedder).save(foreign)
+    assert (foreign / "thesis.tex").read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+
+
+def test_manifest_counts(tmp_path, embedder):
+    PassageIndex.build(_passages(), embedder).save(tmp_path / "idx")
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["passages"] == 6 and manifest["documents"] == 6 and manifest["embedder"] == "all-MiniLM-L6-v2"

