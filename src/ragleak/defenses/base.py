@@ -20,6 +20,7 @@ from typing import ClassVar, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from ragleak.accounting.guarantee import Guarantee
 from ragleak.context import RunContext
 from ragleak.rag.generator import Generator
 from ragleak.rag.prompt import ChatMessage
@@ -58,6 +59,10 @@ class Defense:
 
     def postprocess(self, query: str, answer: str, passages: list[Passage]) -> str:
         return answer
+
+    def guarantee(self) -> Guarantee:
+        """The privacy guarantee this defense claims, in three slots. The baseline claims none."""
+        return Guarantee(notes="no defense: no formal guarantee")
 
     def overrides(self, hook: HookName) -> bool:
         """True when this class replaces the base implementation of ``hook``."""
