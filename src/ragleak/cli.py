@@ -220,6 +220,12 @@ def demo(
     _emit(result, as_json, render)
 
 
+# Commands that live in their own packages; one block per package, each added by its owner.
+# [attack command]
+# [account command]
+# [audit command]
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:

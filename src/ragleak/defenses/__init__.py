@@ -3,7 +3,20 @@
 from ragleak.defenses.base import Defense, DefenseParams
 from ragleak.registry import Registry
 
-DEFENSES: Registry[type[Defense]] = Registry("defenses", {"none": "ragleak.defenses.base:Defense"})
+DEFENSES: Registry[type[Defense]] = Registry(
+    "defenses",
+    {
+        "none": "ragleak.defenses.base:Defense",
+        "dp-retrieval": "ragleak.defenses.dp_retrieval:DPRetrieval",
+        "ca-dp": "ragleak.defenses.ca_dp:CompositionAwareDP",
+        "private-rag": "ragleak.defenses.private_rag:PrivateRAG",
+        "dp-synthetic": "ragleak.defenses.dp_synthetic:DPSynthetic",
+        "pad": "ragleak.defenses.pad:PresidioMasking",
+        "pad-regex": "ragleak.defenses.pad_regex:RegexMasking",
+        "lprag": "ragleak.defenses.lprag:LPRAG",
+        "dp-vote": "ragleak.defenses.dp_vote:DPVote",
+    },
+)
 
 
 def make_defense(name: str, **params) -> Defense:
