@@ -1,0 +1,62 @@
+"""`ragleak grid`: plan (--dry-run) or run a grid, with a progress line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from ragleak.errors import ConfigError
+
+console = Console(stderr=True)
+
+
+def grid_command(
+    preset: Optional[str] = typer.Option(None, "--preset", help="demo | paper | canary"),
+    config: Optional[Path] = typer.Option(None, "--config", help="grid YAML (attacks, defenses, corpora, modes, epsilons, ...)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="run directory (resumes if it exists)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the distinct generations it needs"),
+    executor: str = typer.Option("local", "--executor", help="local | ray"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="parallel workers (default: cores)"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (executor ray)"),
+    retry_errors: bool = typer.Option(False, "--retry-errors", help="rerun cells whose record is an ERROR"),
+    as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON"),
+) -> None:
+    """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
+    from ragleak.grid.runner import plan_summary, run_grid
+    from ragleak.grid.spec import load_grid_config
+    from ragleak.grid.spec import preset as load_preset
+
+    if (preset is None) == (config is None):
+        raise ConfigError("give exactly one of --preset or --config")
+    grid = load_preset(preset) if preset else load_grid_config(config)
+    if dry_run:
+        plan = plan_summary(grid)
+        if as_json:
+            sys.stdout.write(json.dumps(plan, indent=2) + "\n")
+        else:
+            for label in plan["plan"]:
+                console.print(label, highlight=False)
+            console.print(f"{plan['cells']} cells; {plan['distinct_generation_streams']} distinct generation "
+                          f"streams ({plan['shared_by_cache']} cells share another's generations via the cache)")
+        return
+    if out is None:
+        raise ConfigError("--out is required unless --dry-run")
+
+    def show(p) -> None:
+        eta = "?" if p.eta_s is None else f"{p.eta_s:.0f}s"
+        console.print(f"cells {p.done}/{p.total}  errors {p.errors}  model calls {p.model_calls}  "
+                      f"cache hit rate {p.cache_hit_rate:.0%}  ETA {eta}", highlight=False)
+
+    state = run_grid(grid, out, executor=executor, workers=workers, retry_errors=retry_errors,
+                     address=address, progress=None if as_json else show)
+    result = {"out": str(out), "cells": state.total, "ran": state.ran, "errors": state.errors,
+              "model_calls": state.model_calls, "cache_hits": state.cache_hits}
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        console.print(f"done: {state.total} cells in {out} ({state.ran} run now, {state.errors} errors)")

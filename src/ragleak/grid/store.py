@@ -1,0 +1,114 @@
+"""The run directory: one JSON record per cell, written atomically; errors are records too.
+
+Layout::
+
+    RUN_DIR/plan.json              the grid config and the planned cell ids
+    RUN_DIR/cells/<cell_id>.json   one CellRecord per finished cell (status ok or error)
+    RUN_DIR/transcripts/<id>.json  the attack transcript of each ok cell
+    RUN_DIR/cells.jsonl            all records, one per line, rebuilt from cells/ at the end
+
+A cell counts as finished exactly when its record file exists; the record is written last (after
+its transcript) with a temp file + rename, so a run killed at any instant leaves each cell either
+finished or absent, never half-written, and a resume neither loses nor duplicates a cell.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragleak.errors import RagleakError
+from ragleak.grid.spec import CellSpec, GridConfig
+from ragleak.rag.files import atomic_write_text
+
+CELL_SCHEMA_VERSION = 1
+
+
+class CellRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = CELL_SCHEMA_VERSION
+    cell_id: str
+    spec: CellSpec
+    status: Literal["ok", "error"]
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    transcript_digest: str | None = None
+    hook_summary: dict[str, dict[str, int]] = Field(default_factory=dict, description="hook -> {changed, calls}")
+    guarantee: dict[str, Any] = Field(default_factory=dict)
+    model_calls: int = 0
+    cache_hits: int = 0
+    timings: dict[str, float] = Field(default_factory=dict)
+    engine: dict[str, str] = Field(default_factory=dict)
+    error: str | None = None
+    traceback: str | None = None
+
+
+class RunStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.cells_dir = self.root / "cells"
+        self.transcripts_dir = self.root / "transcripts"
+
+    def init(self, config: GridConfig, cells: list[CellSpec]) -> None:
+        """Create the run directory, or check that an existing one holds the same grid."""
+        self.cells_dir.mkdir(parents=True, exist_ok=True)
+        self.transcripts_dir.mkdir(parents=True, exist_ok=True)
+        plan_path = self.root / "plan.json"
+        ids = [c.cell_id for c in cells]
+        if plan_path.exists():
+            try:
+                old = json.loads(plan_path.read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise RagleakError(f"{plan_path} is corrupt: {exc}") from exc
+            if sorted(old.get("cell_ids", [])) != sorted(ids):
+                raise RagleakError(
+                    f"{self.root} holds a different grid ({len(old.get('cell_ids', []))} cells); "
+                    "use a new --out directory, or the same config to resume"
+                )
+            return
+        atomic_write_text(plan_path, json.dumps({"config": config.model_dump(mode="json"), "cell_ids": ids}, indent=2))
+
+    def record_path(self, cell_id: str) -> Path:
+        return self.cells_dir / f"{cell_id}.json"
+
+    def transcript_path(self, cell_id: str) -> Path:
+        return self.transcripts_dir / f"{cell_id}.json"
+
+    def read(self, cell_id: str) -> CellRecord | None:
+        path = self.record_path(cell_id)
+        if not path.exists():
+            return None
+        try:
+            return CellRecord.model_validate_json(path.read_text(encoding="utf-8"))
+        except (ValueError, ValidationError):
+            return None  # unreadable = unfinished: the cell is rerun and the file replaced
+
+    def write(self, record: CellRecord) -> None:
+        atomic_write_text(self.record_path(record.cell_id), record.model_dump_json(indent=2))
+
+    def write_transcript(self, cell_id: str, text: str) -> None:
+        atomic_write_text(self.transcript_path(cell_id), text)
+
+    def records(self) -> list[CellRecord]:
+        out = []
+        for path in sorted(self.cells_dir.glob("*.json")):
+            record = self.read(path.stem)
+            if record is not None:
+                out.append(record)
+        return out
+
+    def pending(self, cells: list[CellSpec], retry_errors: bool = False) -> list[CellSpec]:
+        todo = []
+        for cell in cells:
+            record = self.read(cell.cell_id)
+            if record is None or (retry_errors and record.status == "error"):
+                todo.append(cell)
+        return todo
+
+    def write_cells_jsonl(self) -> Path:
+        path = self.root / "cells.jsonl"
+        atomic_write_text(path, "".join(r.model_dump_json() + "\n" for r in self.records()))
+        return path

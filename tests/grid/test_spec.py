@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import pytest
+
+from ragleak.errors import ConfigError
+from ragleak.grid.runner import plan_summary
+from ragleak.grid.spec import GridConfig, grid_from_dict, preset
+
+
+def test_paper_preset_is_432_cells_with_unique_ids():
+    cells = preset("paper").expand()
+    assert len(cells) == 432 == 6 * 6 * 3 * 2 * 2
+    assert len({c.cell_id for c in cells}) == 432
+
+
+def test_cell_id_changes_with_any_part_of_the_spec():
+    base = GridConfig(attacks=["ps"], defenses=["none"], corpora=["synthetic-corp"]).expand()[0]
+    assert base.cell_id == GridConfig(attacks=["ps"], defenses=["none"], corpora=["synthetic-corp"]).expand()[0].cell_id
+    for change in ({"seed": 1}, {"epsilon": 1.0}, {"mode": "multi"}, {"stack": base.stack.model_copy(update={"top_k": 3})}):
+        assert base.model_copy(update=change).cell_id != base.cell_id
+
+
+def test_dry_run_counts_shared_generations():
+    plan = plan_summary(preset("paper"))
+    assert plan["cells"] == 432
+    assert plan["distinct_generation_streams"] < 432  # epsilon is inert for the non-DP defenses
+    assert plan["cells"] == plan["distinct_generation_streams"] + plan["shared_by_cache"]
+
+
+def test_bad_grid_configs_name_the_field():
+    with pytest.raises(ConfigError, match="attacks"):
+        grid_from_dict({"attacks": [], "defenses": ["none"], "corpora": ["synthetic-corp"]})
+    with pytest.raises(ConfigError, match="epsilons"):
+        grid_from_dict({"attacks": ["ps"], "defenses": ["none"], "corpora": ["x"], "epsilons": [-1]})
+    with pytest.raises(ConfigError, match="same cell twice"):
+        GridConfig(attacks=["ps", "ps"], defenses=["none"], corpora=["synthetic-corp"]).expand()
