@@ -194,17 +194,31 @@ def serve(
 
 @app.command()
 def demo(
-    out: Path = typer.Option(Path(".ragleak/demo"), "--out", help="where the demo writes its index"),
+    out: Path = typer.Option(Path("runs/demo"), "--out", help="run directory (resumes if it exists)"),
+    tour: bool = typer.Option(False, "--tour", help="only the short tour: build an index, ask, attack, show the trace"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="parallel workers (default: cores)"),
     config: Optional[Path] = ConfigOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """A short tour on the default stack: build an index, ask, attack, show the trace."""
+    """The main job on the default stack: the demo grid, then its report (audit dashboard first)."""
+    if tour:
+        _tour(out, config, as_json)
+        return
+    from ragleak.grid.cli import grid_command
+    from ragleak.report.cli import report_command
+
+    grid_command(preset="demo", config=None, out=out, dry_run=False, executor="local", workers=workers,
+                 address=None, retry_errors=False, as_json=False)
+    report_command(run_dir=out, as_json=as_json)
+
+
+def _tour(out: Path, config: Optional[Path], as_json: bool) -> None:
     from ragleak.demo import run_demo
 
     result = run_demo(out, _config(config))
 
     def render(r):
-        console.rule("ragleak demo: the default stack")
+        console.rule("ragleak tour: the default stack")
         console.print(f"corpus {r['corpus']}: {r['documents']} documents, {r['passages']} passages -> {r['index']}")
         console.print(f"model {r['model']}, embedder {r['embedder']}, top-k {r['top_k']}")
         for step in r["steps"]:
@@ -221,12 +235,20 @@ def demo(
 
 
 # Commands that live in their own packages; one block per package, each added by its owner.
-# [attack command]
-# [account command]
-# [audit command]
+from ragleak.attacks.cli import attack_command  # noqa: E402
+
+app.command("attack")(attack_command)
+from ragleak.accounting.cli import account_command  # noqa: E402
+app.command("account")(account_command)
+from ragleak.audit.cli import audit_command  # noqa: E402
+app.command("audit")(audit_command)
 from ragleak.grid.cli import grid_command  # noqa: E402
 
 app.command("grid")(grid_command)
+from ragleak.report.cli import diff_command, report_command  # noqa: E402
+
+app.command("report")(report_command)
+app.command("diff")(diff_command)
 
 
 def main() -> None:

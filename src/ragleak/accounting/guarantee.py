@@ -4,8 +4,9 @@
   ``max_docs`` documents;
 * ``scope``: how the loss accrues over T queries - per response (composes), per-document filter
   (capped at M * eps_q), one-time release (flat in T), or no formal guarantee;
-* ``boundary``: what the adversary sees - answers only, answers plus citations/passages, or a
-  released synthetic corpus.
+* ``boundary``: the released object the claim covers - answers only, answers plus
+  citations/passages, only the identities of the retrieved documents (a retrieval-side mechanism
+  whose answers still quote the selected passages), or a released synthetic corpus.
 
 These are data (like dp-accounting's DpEvent): a defense describes its mechanism here and the
 accountants in this package compute epsilon from it. A guarantee with no ``boundary`` or no
@@ -73,7 +74,7 @@ Scope = Annotated[
     Union[PerResponse, PerDocumentFilter, OneTimeRelease, NoFormalGuarantee], Field(discriminator="kind")
 ]
 
-Boundary = Literal["answers", "answers+citations", "synthetic-corpus"]
+Boundary = Literal["answers", "answers+citations", "retrieved-ids", "synthetic-corpus"]
 
 
 class Guarantee(_Slot):

@@ -26,6 +26,7 @@ CORPORA: Registry[type[Corpus]] = Registry(
         "pubmedqa": "ragleak.corpora.pubmed:PubMedQA",
         "chatterbot-qa": "ragleak.corpora.public_qa:ChatterbotQA",
         "wordnet-glosses": "ragleak.corpora.wordnet:WordNetGlosses",
+        "multi-domain": "ragleak.corpora.multi_domain:MultiDomain",
         "files": "ragleak.corpora.files:Files",
     },
 )

@@ -9,6 +9,18 @@ from ragleak.metrics.verbatim import leaked_passages
 from ragleak.records import Passage
 
 
+# cell metric key -> the registered metric (ragleak.metrics.METRICS) whose channels it observes
+_REGISTERED = {"verbatim_rate": "verbatim_leaks", "verbatim_passages": "verbatim_leaks",
+               "canaries_recovered": "canary_recovery"}
+
+
+def registered_metric(key: str) -> str | None:
+    """The registered metric behind a cell metric key, or None for bookkeeping keys (queries, errors)."""
+    if key.startswith("mi_auc_"):
+        return "mi_auc"
+    return _REGISTERED.get(key)
+
+
 def cell_metrics(transcript, passages: list[Passage]) -> dict[str, Any]:
     by_id = {p.id: p for p in passages}
     answered = transcript.answered

@@ -57,6 +57,7 @@ class GridConfig(BaseModel):
     epsilons: list[float | None] = Field(default_factory=lambda: [None], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     budget: int | None = Field(default=None, ge=1, description="queries per cell; None = each attack's default")
+    budgets: dict[str, int] = Field(default_factory=dict, description="per-attack budget, overriding `budget`")
     attack_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     defense_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     corpus_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -77,7 +78,7 @@ class GridConfig(BaseModel):
         ):
             cells.append(CellSpec(
                 attack=attack, defense=defense, corpus=corpus, mode=mode, epsilon=eps, seed=seed,
-                budget=self.budget, attack_params=self.attack_params.get(attack, {}),
+                budget=self.budgets.get(attack, self.budget), attack_params=self.attack_params.get(attack, {}),
                 defense_params=self.defense_params.get(defense, {}),
                 corpus_params=self.corpus_params.get(corpus, {}), stack=self.stack,
             ))
@@ -99,9 +100,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "corpora": ["synthetic-corp"],
         "modes": ["single"],
         "epsilons": [1.0],
-        "budget": 3,
+        "budgets": {"ps": 3, "pm": 3},
+        "attack_params": {"ps": {"pool": "targeted-pii"},
+                          "mi": {"scorers": ["heuristic"], "n_members": 3, "n_nonmembers": 3, "kb_size": 20}},
         "corpus_params": {"synthetic-corp": {"n_docs": 30}},
-        "stack": {"decoding": {"max_tokens": 160}},
+        "stack": {"decoding": {"max_tokens": 128}},
     },
     # 6 attacks x 6 defenses x 3 corpora x 2 modes x 2 eps = 432 cells
     "paper": {

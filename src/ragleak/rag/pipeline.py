@@ -64,6 +64,9 @@ class RAGPipeline:
             self.defense.prepare(self.ctx)
             self._prepared = True
         defense, timings, hooks = self.defense, {}, []
+        begin = getattr(defense, "begin_query", None)
+        if begin is not None:  # optional, not traced: the index served and this turn's history (empty = new conversation)
+            begin(self.index, tuple(history))
 
         t = time.perf_counter()
         candidates = self.index.search(query, self.candidate_k)

@@ -1,0 +1,125 @@
+"""The guarantee card: the three slots, eps(T) at T = 1, 10, 100, 1000, and warnings.
+
+``build_card`` evaluates a defense's ``Guarantee`` at a release boundary and group size; the CLI
+(`ragleak account`) renders it and writes it as JSON.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragleak.accounting.composition import DEFAULT_DELTA, Epsilon, boundary_check, epsilon_after
+from ragleak.accounting.guarantee import (
+    Boundary,
+    Guarantee,
+    NoFormalGuarantee,
+    OneTimeRelease,
+    PerDocumentFilter,
+    PerResponse,
+    PersonUnit,
+)
+
+CARD_QUERIES = (1, 10, 100, 1000)
+MEANINGLESS_EPS = 10.0
+
+
+class CurveRow(BaseModel):
+    model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
+
+    queries: int
+    basic: Epsilon
+    tight: Epsilon
+    rdp: Epsilon
+    claim: Epsilon = Field(description="tight eps(T) on the claim's own boundary (what the mechanism itself guarantees)")
+
+
+class GuaranteeCard(BaseModel):
+    """One defense's privacy claim, evaluated: what is protected, over how many queries, seen where."""
+
+    model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
+
+    schema_version: int = 1
+    defense: str
+    params: dict = Field(default_factory=dict)
+    unit: str
+    scope: str
+    claim_boundary: Boundary
+    shown_boundary: Boundary
+    delta_target: float
+    guarantee: Guarantee
+    curve: list[CurveRow]
+    void: bool
+    warnings: list[str]
+    notes: str = ""
+
+
+def describe_unit(guarantee: Guarantee) -> str:
+    unit = guarantee.unit
+    if isinstance(unit, PersonUnit):
+        return f"person (at most m={unit.max_docs} documents each; group privacy)"
+    return "document (neighbouring corpora differ in one document)"
+
+
+def describe_scope(guarantee: Guarantee) -> str:
+    s = guarantee.scope
+    if isinstance(s, PerResponse):
+        budget = f", refuses after {s.max_queries} queries" if s.max_queries else ""
+        noise = f", noise multiplier {s.noise_multiplier:g}" if s.noise_multiplier else ""
+        return f"per response: ({s.eps_q:g}, {s.delta_q:g})-DP per query, {s.mechanism}{noise}, composes over T{budget}"
+    if isinstance(s, PerDocumentFilter):
+        return (f"per-document filter: eps_q={s.eps_q:g} per use, retired after M={s.max_charges} uses; "
+                f"eps_doc(T) <= {s.max_charges * s.eps_q:g}")
+    if isinstance(s, OneTimeRelease):
+        return f"one-time release: ({s.eps0:g}, {s.delta0:g})-DP once, flat in T"
+    assert isinstance(s, NoFormalGuarantee)
+    return "no formal guarantee"
+
+
+def build_card(defense: str, guarantee: Guarantee, *, params: dict | None = None, queries: tuple[int, ...] = CARD_QUERIES,
+               docs_per_person: int | None = None, shown: Boundary | None = None,
+               delta: float = DEFAULT_DELTA) -> GuaranteeCard:
+    """Evaluate ``guarantee`` at every T in ``queries`` (sorted, unique) for the card, as seen by an
+    adversary of a target that shows ``shown`` (default: answers)."""
+    if docs_per_person is not None:
+        guarantee = guarantee.model_copy(update={"unit": PersonUnit(max_docs=docs_per_person)})
+    shown = shown or "answers"
+    rows = [CurveRow(queries=t,
+                     basic=epsilon_after(guarantee, t, method="basic", delta=delta, shown=shown),
+                     tight=epsilon_after(guarantee, t, method="tight", delta=delta, shown=shown),
+                     rdp=epsilon_after(guarantee, t, method="rdp", delta=delta, shown=shown),
+                     claim=epsilon_after(guarantee, t, method="tight", delta=delta))
+            for t in sorted(set(queries))]
+    void_reason = boundary_check(guarantee, shown) if guarantee.is_formal else "no formal guarantee"
+    return GuaranteeCard(defense=defense, params=params or {}, unit=describe_unit(guarantee),
+                         scope=describe_scope(guarantee), claim_boundary=guarantee.boundary, shown_boundary=shown,
+                         delta_target=delta, guarantee=guarantee, curve=rows, void=bool(void_reason),
+                         warnings=card_warnings(guarantee, rows, void_reason, docs_per_person), notes=guarantee.notes)
+
+
+def card_warnings(guarantee: Guarantee, rows: list[CurveRow], void_reason: str, docs_per_person: int | None) -> list[str]:
+    warnings: list[str] = []
+    if void_reason:
+        warnings.append(f"VOID: {void_reason}")
+    if not guarantee.is_formal:
+        return warnings
+    if guarantee.boundary == "retrieved-ids":
+        warnings.append("retrieval-side DP only: the answers are not DP (the LLM sees the selected passages verbatim)")
+    scope = guarantee.scope
+    if isinstance(scope, PerResponse) and scope.max_queries:
+        warnings.append(f"flat after {scope.max_queries} queries only because the defense refuses further queries "
+                        "in the same budget scope; a new scope (conversation, account) starts a fresh budget")
+    if isinstance(scope, PerDocumentFilter):
+        warnings.append("documents retire after M uses: later answers lose them (utility falls with the query index)")
+    if docs_per_person is None and not isinstance(guarantee.unit, PersonUnit):
+        warnings.append("document-level: a person owning m documents gets the group guarantee "
+                        "(m*eps, delta*sum e^{j eps}); see --docs-per-person")
+    if not void_reason:
+        over = [r.queries for r in rows if r.tight.eps > MEANINGLESS_EPS]
+        if over:
+            warnings.append(f"eps > {MEANINGLESS_EPS:g} from T = {over[0]}: the bound no longer limits a "
+                            "membership test (TPR <= e^eps * FPR + delta is vacuous)")
+        if any(math.isfinite(r.tight.eps) and r.tight.delta >= 1e-3 for r in rows):
+            warnings.append("delta >= 1e-3 at some T: a claim with large delta allows releasing records outright")
+    return warnings

@@ -1,0 +1,79 @@
+"""Ground-truth attribution labels (auditor side: needs the retrieved passages of each query).
+
+Rule (documented, used for training and for every metric):
+
+    tokens(x)  = lower-cased word tokens of x (regex \\w+)
+    rougeL_recall(R_i, T) = LCS(tokens(R_i), tokens(T)) / |tokens(R_i)|
+    y_i = 1  iff  |tokens(R_i)| >= min_tokens  and  max_{T in top-k context} rougeL_recall(R_i, T) >= tau
+
+Defaults tau = 0.5, min_tokens = 3. The LCS keeps word order but allows gaps, so a sentence that
+copies a passage's facts with a few words changed (the usual small-LLM paraphrase) counts as
+attributable, while a sentence that only shares a name or a stop-word scaffold does not. The
+paper's rule is exact containment ("appears in"); reviewers noted that labels paraphrases 0,
+which is why the fuzzy recall is the default here (research/algorithms.md §5.4).
+
+The context is what the LLM saw: the passages in the trace's prompt (after any
+``rewrite_context`` hook), recovered by inverting ``rag.prompt.format_context``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from ragleak.records import Trace
+
+_TOKEN = re.compile(r"\w+")
+_PASSAGE = re.compile(r"^Passage \d+: (.*)$")
+
+
+def tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence (O(|a|·|b|) time, O(|b|) memory)."""
+    if not a or not b:
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b, start=1):
+            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge_l_recall(sentence: str, passage: str) -> float:
+    s = tokens(sentence)
+    return lcs_length(s, tokens(passage)) / len(s) if s else 0.0
+
+
+def attribution(sentence: str, passages: Sequence[str]) -> float:
+    """max over passages of ROUGE-L recall of ``sentence``."""
+    return max((rouge_l_recall(sentence, p) for p in passages), default=0.0)
+
+
+def attribution_label(sentence: str, passages: Sequence[str], tau: float = 0.5, min_tokens: int = 3) -> int:
+    """y_i of the module docstring."""
+    if len(tokens(sentence)) < min_tokens:
+        return 0
+    return int(attribution(sentence, passages) >= tau)
+
+
+def context_passages(trace: Trace) -> list[str]:
+    """The passage texts the LLM saw, read back from the rendered prompt of ``trace``."""
+    prompt = trace.prompt
+    start = prompt.rfind("Context:\n")
+    if start < 0:
+        return []
+    end = prompt.find("\n\nQuestion:", start)
+    block = prompt[start + len("Context:\n"): end if end >= 0 else len(prompt)]
+    out = []
+    for line in block.splitlines():
+        match = _PASSAGE.match(line)
+        if match:
+            out.append(match.group(1))
+        elif out:  # a passage whose text held a newline continues on the next line
+            out[-1] += "\n" + line
+    return out

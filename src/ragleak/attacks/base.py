@@ -1,0 +1,281 @@
+"""The Attack contract and the Transcript it produces.
+
+An attack is a class with declared metadata (``name``, ``version``, ``threat_model``,
+``default_budget``) and frozen pydantic ``Params``. Its constructor stores parameters only;
+``run(target, budget, seed, corpus_view)`` drives queries through a ``QuerySession`` and returns
+a ``Transcript``: every query with its answer, the retrieved ids and trace when the target
+exposes them, every failed call (recorded and counted, never raised, never leakage), and the
+attack's own state (what it believes it extracted, membership scores, ...).
+
+Two structural rules keep an attack honest:
+
+* it talks to the corpus only through ``QuerySession.ask`` (which wraps the target), and
+* it sees only the *attacker view* of the ``CorpusView`` (``documents`` its threat model grants,
+  e.g. the candidates an MI attacker tests, and an optional ``topic``). Ground truth used for
+  scoring (``member_ids``, ``secrets``) is applied by ``label()`` after the queries are done.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragleak.errors import ConfigError, RagleakError
+from ragleak.rag.target import Target, TargetConversation
+from ragleak.records import Document, Record, TargetResponse, Trace
+
+log = logging.getLogger(__name__)
+
+TRANSCRIPT_SCHEMA_VERSION = 1
+
+ThreatModel = Literal["black-box", "needs-retrieved-ids"]
+
+# What a failing target call may raise. Targets are outside our control (an HTTP endpoint, a user
+# callable, a pipeline with a user defense): these are recorded as errors, not crashes.
+TARGET_FAILURES: tuple[type[BaseException], ...] = (RagleakError, TimeoutError, ConnectionError, OSError)
+try:  # httpx is an optional dependency of the HTTP target
+    import httpx
+
+    TARGET_FAILURES = TARGET_FAILURES + (httpx.HTTPError,)
+except ImportError:  # pragma: no cover - depends on the environment
+    pass
+
+
+class AttackParams(BaseModel):
+    """Parameters of an attack: frozen and JSON-round-trippable, so a cell spec is hashable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CorpusView(Record):
+    """What an attack is granted about the corpus, beyond query access.
+
+    ``documents`` and ``topic`` are the attacker's knowledge (MI candidates to test; a domain
+    keyword). ``member_ids`` and ``secrets`` are scoring ground truth: the base class hides them
+    from the query logic and uses them only in ``Attack.label``.
+    """
+
+    documents: list[Document] = Field(default_factory=list)
+    topic: str | None = None
+    member_ids: list[str] | None = None
+    secrets: list[str] = Field(default_factory=list)
+
+    def attacker_view(self) -> "CorpusView":
+        return CorpusView(documents=self.documents, topic=self.topic)
+
+
+class QueryRecord(Record):
+    """One call to the target: what was asked, what came back (or the error)."""
+
+    index: int
+    query: str
+    answer: str | None = None
+    retrieved_ids: list[str] | None = None
+    trace: Trace | None = None
+    error: str | None = None
+    phase: str = "attack"
+    conversation: int | None = None
+    turn: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class MembershipScore(Record):
+    """One MI candidate: its scores by scorer name, and (after labelling) whether it is a member."""
+
+    doc_id: str
+    scores: dict[str, float]
+    member: bool | None = None
+
+
+class Transcript(BaseModel):
+    """Everything one attack run did and believes; JSON round-trips exactly."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = TRANSCRIPT_SCHEMA_VERSION
+    attack: str
+    attack_version: str
+    threat_model: ThreatModel
+    params: dict[str, Any]
+    seed: int
+    budget: int
+    target: str
+    exposes_retrieved_ids: bool
+    queries: list[QueryRecord] = Field(default_factory=list)
+    errors: int = 0
+    extracted: list[str] = Field(default_factory=list, description="what the attack believes it extracted")
+    membership: list[MembershipScore] = Field(default_factory=list)
+    state: dict[str, Any] = Field(default_factory=dict, description="attack-specific state (JSON)")
+    scoring: dict[str, Any] = Field(default_factory=dict, description="ground-truth labelling, filled after the queries")
+    seconds: float = 0.0
+
+    @property
+    def answered(self) -> list[QueryRecord]:
+        return [q for q in self.queries if q.ok]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Transcript":
+        return cls.model_validate_json(text)
+
+
+class QuerySession:
+    """The attack's only door to the corpus: a budgeted, recording wrapper around a target."""
+
+    def __init__(self, target: Target, budget: int, seed: int) -> None:
+        self.target = target
+        self.budget = budget
+        self.seed = seed
+        self.records: list[QueryRecord] = []
+        self._conversations = 0
+
+    @property
+    def used(self) -> int:
+        return len(self.records)
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.budget - self.used)
+
+    @property
+    def exposes_retrieved_ids(self) -> bool:
+        return bool(getattr(self.target, "exposes_retrieved_ids", False))
+
+    def ask(self, query: str, phase: str = "attack") -> QueryRecord | None:
+        """One single-turn query; None when the budget is spent (nothing is sent)."""
+        return self._call(query, phase, lambda: self.target.answer(query, ()), None, 0)
+
+    def conversation(self) -> "SessionConversation":
+        self._conversations += 1
+        return SessionConversation(self, TargetConversation(self.target), self._conversations - 1)
+
+    def _call(self, query, phase, call, conversation, turn) -> QueryRecord | None:
+        if self.remaining <= 0:
+            return None
+        index = self.used
+        t0 = time.perf_counter()
+        try:
+            response: TargetResponse = call()
+        except TARGET_FAILURES as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("query %d failed: %s", index, error)
+            record = QueryRecord(index=index, query=query, error=error, phase=phase, conversation=conversation,
+                                 turn=turn, seconds=time.perf_counter() - t0)
+        else:
+            record = QueryRecord(index=index, query=query, answer=response.answer,
+                                 retrieved_ids=response.retrieved_ids, trace=response.trace, phase=phase,
+                                 conversation=conversation, turn=turn, seconds=time.perf_counter() - t0)
+        self.records.append(record)
+        return record
+
+
+class SessionConversation:
+    """A multi-turn conversation through the session (``TargetConversation`` keeps the history;
+    a failed turn is recorded and leaves the history unchanged)."""
+
+    def __init__(self, session: QuerySession, conversation: TargetConversation, number: int) -> None:
+        self.session = session
+        self.inner = conversation
+        self.number = number
+        self.turns = 0
+
+    def ask(self, query: str, phase: str = "attack") -> QueryRecord | None:
+        record = self.session._call(query, phase, lambda: self.inner.ask(query), self.number, self.turns)
+        if record is not None:
+            self.turns += 1
+        return record
+
+
+class AttackResult(BaseModel):
+    """What ``Attack.execute`` hands back to the base class."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    extracted: list[str] = Field(default_factory=list)
+    membership: list[MembershipScore] = Field(default_factory=list)
+    state: dict[str, Any] = Field(default_factory=dict)
+
+
+class Attack(ABC):
+    """Base class of every attack (built-in or third-party)."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    threat_model: ClassVar[ThreatModel] = "black-box"
+    default_budget: ClassVar[int]
+    description: ClassVar[str] = ""
+    Params: ClassVar[type[AttackParams]] = AttackParams
+
+    def __init__(self, params: AttackParams | None = None, **kwargs: Any) -> None:
+        # constructors store parameters only; models and pools are loaded in run()
+        if params is not None and kwargs:
+            raise TypeError("pass either a Params instance or keyword parameters, not both")
+        if params is None:
+            try:
+                params = self.Params(**kwargs)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                field = ".".join(str(p) for p in first["loc"]) or "(parameters)"
+                raise ConfigError(f"attack {self.name!r}: invalid parameter '{field}': {first['msg']}") from exc
+        elif not isinstance(params, self.Params):
+            raise TypeError(f"{type(self).__name__} expects {self.Params.__name__}, got {type(params).__name__}")
+        self.params = params
+
+    def budget_for(self, view: CorpusView) -> int:
+        """The default query budget (MI scales it with the number of candidates)."""
+        return self.default_budget
+
+    def run(self, target: Target, budget: int | None = None, seed: int = 0,
+            corpus_view: CorpusView | None = None) -> Transcript:
+        view = corpus_view or CorpusView()
+        if self.threat_model == "needs-retrieved-ids" and not getattr(target, "exposes_retrieved_ids", False):
+            raise ConfigError(f"attack {self.name!r} needs a target that exposes retrieved ids")
+        budget = self.budget_for(view) if budget is None else budget
+        if budget < 0:
+            raise ConfigError(f"budget must be >= 0, got {budget}")
+        session = QuerySession(target, budget, seed)
+        t0 = time.perf_counter()
+        result = self.execute(session, view.attacker_view())
+        transcript = Transcript(
+            attack=self.name, attack_version=self.version, threat_model=self.threat_model,
+            params=self.params.model_dump(mode="json"), seed=seed, budget=budget,
+            target=getattr(target, "name", type(target).__name__),
+            exposes_retrieved_ids=session.exposes_retrieved_ids, queries=session.records,
+            errors=sum(1 for r in session.records if not r.ok), extracted=result.extracted,
+            membership=result.membership, state=result.state, seconds=time.perf_counter() - t0,
+        )
+        return self.label(transcript, view)
+
+    @abstractmethod
+    def execute(self, session: QuerySession, view: CorpusView) -> AttackResult:
+        """Drive queries through ``session`` (at most its budget) and report what was learnt."""
+
+    def label(self, transcript: Transcript, view: CorpusView) -> Transcript:
+        """Attach scoring ground truth after the queries (MI member labels; canary hits)."""
+        if view.member_ids is not None and transcript.membership:
+            members = set(view.member_ids)
+            transcript.membership = [m.model_copy(update={"member": m.doc_id in members}) for m in transcript.membership]
+        if view.secrets:
+            transcript.scoring["secrets"] = secret_hits(transcript, view.secrets)
+        return transcript
+
+    def spec(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "params": self.params.model_dump(mode="json")}
+
+
+def secret_hits(transcript: Transcript, secrets: list[str]) -> dict[str, list[int]]:
+    """For each secret, the indices of the answered queries whose answer contains it exactly.
+
+    Failed calls have no answer and so can never count as a hit.
+    """
+    return {s: [q.index for q in transcript.queries if q.answer is not None and s in q.answer] for s in secrets}

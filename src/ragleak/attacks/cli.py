@@ -1,0 +1,97 @@
+"""`ragleak attack NAME`: run one registered attack against the built-in stack or an HTTP endpoint
+and write its transcript JSON (atomically)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ragleak.errors import ConfigError
+
+
+def _read_view(path: Optional[Path]):
+    from pydantic import ValidationError
+
+    from ragleak.attacks.base import CorpusView
+
+    if path is None:
+        return None
+    try:
+        return CorpusView.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"corpus view file {path} does not exist") from exc
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: not a corpus view: {exc.errors()[0]['msg']}") from exc
+
+
+def _params(text: Optional[str]) -> dict:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"--params is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ConfigError("--params must be a JSON object of attack parameters")
+    return value
+
+
+def attack_command(
+    name: str = typer.Argument(..., help="attack name (ps, pm, canary, mi, rag-thief, deal, ikea)"),
+    index: Optional[Path] = typer.Option(None, "--index", help="index directory (the built-in pipeline)"),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="attack an HTTP endpoint instead"),
+    request_template: str = typer.Option('{"query": "{query}", "history": "{history}"}',
+                                         help="JSON request body for --endpoint, with {query} (and {history})"),
+    answer_path: str = typer.Option("answer", help="JSON path to the answer in the endpoint's response"),
+    retrieved_ids_path: Optional[str] = typer.Option(None, help="JSON path to retrieved ids, if the endpoint exposes them"),
+    defense: str = typer.Option("none", "--defense", help="defense name (built-in pipeline only)"),
+    budget: Optional[int] = typer.Option(None, "--budget", help="query budget (default: the attack's)"),
+    seed: int = typer.Option(0, "--seed", help="attack seed"),
+    params: Optional[str] = typer.Option(None, "--params", help='attack parameters as JSON, e.g. \'{"turns": 2}\''),
+    view: Optional[Path] = typer.Option(None, "--view", help="corpus view JSON (MI candidates and labels, canary secrets)"),
+    out: Path = typer.Option(..., "--out", help="transcript JSON to write"),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML stack config"),
+    as_json: bool = typer.Option(False, "--json", help="print a machine-readable summary"),
+) -> None:
+    """Run one attack and write its transcript (every query, answer, trace, error and the attack's state)."""
+    from ragleak.attacks import ATTACKS
+    from ragleak.config import load_stack_config
+    from ragleak.rag.files import atomic_write_text
+
+    if (index is None) == (endpoint is None):
+        raise typer.BadParameter("give exactly one of --index or --endpoint")
+    if budget is not None and budget < 0:
+        raise typer.BadParameter("--budget must be >= 0")
+    attack_cls = ATTACKS.get(name)
+    attack = attack_cls(**_params(params))
+    corpus_view = _read_view(view)
+    cfg = load_stack_config(config) if config else load_stack_config()
+    if endpoint is not None:
+        from ragleak.rag.target import HttpTarget
+
+        target = HttpTarget(endpoint, request_template=request_template, answer_path=answer_path,
+                            retrieved_ids_path=retrieved_ids_path)
+    else:
+        from ragleak.defenses import make_defense
+        from ragleak.rag.stack import load_index, make_pipeline
+        from ragleak.rag.target import PipelineTarget
+
+        target = PipelineTarget(make_pipeline(load_index(index, cfg), cfg, make_defense(defense)))
+    if hasattr(attack, "use_stack"):
+        attack.use_stack(cfg)  # attacks with an attacker LLM build it from the same stack config
+    transcript = attack.run(target, budget=budget, seed=seed, corpus_view=corpus_view)
+    atomic_write_text(out, transcript.to_json())
+    summary = {"attack": transcript.attack, "out": str(out), "queries": len(transcript.queries),
+               "errors": transcript.errors, "extracted": len(transcript.extracted),
+               "membership_scores": len(transcript.membership), "seconds": round(transcript.seconds, 2)}
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        Console().print(f"{summary['attack']}: {summary['queries']} queries ({summary['errors']} failed), "
+                        f"{summary['extracted']} extracted items -> {summary['out']} in {summary['seconds']}s")

@@ -1,0 +1,75 @@
+"""Attacker-side text tools: split an answer into chunks, find PII, ROUGE-L, refusals.
+
+These are what an attacker can compute from answers alone; none of them sees the corpus.
+"""
+
+from __future__ import annotations
+
+import re
+
+EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,10}\b")
+PHONE = re.compile(r"(?:\+?1[ .-]?)?\(?\b\d{3}\)?[ .-]?\d{3}[ .-]\d{4}\b")
+# a crude person-name candidate: two or three capitalised words (attacker belief only, not a metric)
+NAME = re.compile(r"\b[A-Z][a-z]{2,}(?: [A-Z][a-z]{2,}){1,2}\b")
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+WORD = re.compile(r"\w+")
+_PASSAGE_MARK = re.compile(r"(?:^|\n)\s*(?:\*\*)?(?:Passage|Context|Chunk|Document)\s*\d+\s*(?:\*\*)?\s*[:.-]\s*", re.I)
+_FENCE = re.compile(r"```[a-zA-Z]*\n?")
+_REFUSAL = re.compile(
+    r"\b(i don'?t know|i do not know|i'?m sorry|i am sorry|i cannot|i can'?t|not (?:able|allowed) to|"
+    r"no (?:relevant )?(?:information|context)|does not (?:contain|provide|mention)|is not (?:in|mentioned))\b",
+    re.I,
+)
+
+
+def split_chunks(answer: str, min_chars: int = 40) -> list[str]:
+    """Pieces of an answer that look like copied context: split on 'Passage N:' style markers,
+    code fences and blank lines; keep pieces of at least ``min_chars`` characters."""
+    text = _FENCE.sub("\n", answer)
+    pieces: list[str] = []
+    for block in _PASSAGE_MARK.split(text):
+        for para in re.split(r"\n\s*\n", block):
+            para = " ".join(para.split())
+            if len(para) >= min_chars:
+                pieces.append(para)
+    return pieces
+
+
+def pii_items(text: str) -> dict[str, list[str]]:
+    """Distinct e-mails, phone numbers and name candidates in ``text``, in order of appearance."""
+    def uniq(xs):
+        return list(dict.fromkeys(xs))
+
+    emails = uniq(m.group(0).rstrip(".") for m in EMAIL.finditer(text))
+    return {"email": emails, "phone": uniq(m.group(0) for m in PHONE.finditer(text)),
+            "name": uniq(m.group(0) for m in NAME.finditer(text))}
+
+
+def is_refusal(answer: str) -> bool:
+    return not answer.strip() or bool(_REFUSAL.search(answer[:300]))
+
+
+def tokens(text: str) -> list[str]:
+    return [t.lower() for t in WORD.findall(text)]
+
+
+def _lcs(a: list[str], b: list[str]) -> int:
+    if not a or not b:
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge_l(candidate: str, reference: str) -> tuple[float, float, float]:
+    """ROUGE-L (precision, recall, F1) over lower-cased ``\\w+`` tokens (no stemming)."""
+    c, r = tokens(candidate), tokens(reference)
+    lcs = _lcs(c, r)
+    if lcs == 0:
+        return 0.0, 0.0, 0.0
+    p, rec = lcs / len(c), lcs / len(r)
+    return p, rec, 2 * p * rec / (p + rec)

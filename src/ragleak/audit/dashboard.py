@@ -1,0 +1,189 @@
+"""The audit dashboard: Table I (hook status per defense) and Table II (metric deltas, interpretable or not).
+
+Both tables are plain JSON records first (``table_one``, ``table_two``) and rich tables second
+(``render_table_one``, ``render_table_two``); the library builds them, the CLI prints them.
+
+Table I's overall status per defense, from its active hooks (``channels.active_hooks``):
+
+* ``baseline``: no active hook and none declared (the undefended pipeline);
+* ``inactive``: it declares hooks but none is active - every claim is a stub or missing;
+* ``retrieval-only``: only ``score_retrieval`` is active (the released text is not protected by it);
+* ``pattern-limited``: every active hook only acts on pattern matches;
+* ``end-to-end``: an active hook on the context or output side that is not pattern-limited.
+
+Per hook, a row carries ``static`` (the inventory status), ``dynamic`` (changed/calls, with traces),
+``static_active`` and ``active`` (static_active and, when traces are given, changed at least one
+call: a pattern-limited hook that never fired in the run is not active in that run).
+
+Table II takes plain per-defense readings (a delta against the baseline with its interval, e.g.
+from ``readings_from_runs``) and marks each cell by the interpretable rule of ``channels``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from rich.table import Table
+
+from ragleak.audit.channels import active_hooks, interpretable
+from ragleak.audit.inventory import ACTIVE_STATUSES, AuditError, DefenseInventory
+from ragleak.audit.trace import HookActivity
+from ragleak.metrics.base import Channel
+from ragleak.metrics.stats import paired_bootstrap_delta, unpaired_bootstrap_delta
+from ragleak.records import HOOK_NAMES, HookName, Record
+
+Activity = Mapping[str, Mapping[HookName, HookActivity]]
+
+
+class MetricReading(Record):
+    """One Table II input: a defense's delta on a metric against the baseline, with its interval."""
+
+    defense: str
+    metric: str
+    delta: float
+    low: float | None = None
+    high: float | None = None
+    baseline: str = "none"
+
+
+def overall_status(inv: DefenseInventory, hooks: Sequence[HookName]) -> str:
+    if not hooks:
+        return "inactive" if inv.declared_hooks else "baseline"
+    if set(hooks) <= {"score_retrieval"}:
+        return "retrieval-only"
+    if all(inv.finding(h).status == "pattern-limited" for h in hooks):
+        return "pattern-limited"
+    return "end-to-end"
+
+
+def table_one(inventories: Iterable[DefenseInventory], activity: Activity | None = None) -> list[dict[str, Any]]:
+    """One JSON row per defense: per-hook static status and (with traces) the dynamic N of M."""
+    rows = []
+    for inv in inventories:
+        dyn = None if activity is None else activity.get(inv.defense)
+        hooks = active_hooks(inv, dyn if activity is not None else None)
+        cells = {}
+        for hook in HOOK_NAMES:
+            f = inv.finding(hook)
+            act = None if dyn is None else dyn.get(hook)
+            cells[hook] = {
+                "static": f.status, "form": f.form, "declared": f.declared, "defined_in": f.defined_in,
+                "location": f.location, "evidence": f.evidence,
+                "dynamic": None if act is None else {"changed": act.changed, "calls": act.calls},
+                "static_active": f.status in ACTIVE_STATUSES,
+                "active": hook in hooks,  # static_active and, with traces, changed at least one call
+            }
+        warnings = [f.problem for f in inv.problems]
+        if activity is not None and dyn is None:
+            warnings.append("no traces of this defense in the run")
+        for hook in inv.active_hooks:
+            act = None if dyn is None else dyn.get(hook)
+            if act is not None and act.calls and act.changed == 0:
+                warnings.append(f"{hook} is active in the source but changed 0 of {act.calls} calls")
+        rows.append({"defense": inv.defense, "class": inv.cls, "location": inv.location,
+                     "declared_hooks": list(inv.declared_hooks), "status": overall_status(inv, hooks),
+                     "active_hooks": hooks, "hooks": cells, "problems": warnings})
+    return rows
+
+
+def table_two(
+    readings: Iterable[MetricReading],
+    inventories: Iterable[DefenseInventory],
+    activity: Activity | None = None,
+    channels_of: Callable[[str], Iterable[Channel]] | None = None,
+) -> list[dict[str, Any]]:
+    """One JSON cell per reading, marked interpretable or not (with the reason)."""
+    if channels_of is None:
+        from ragleak.metrics import metric_channels as channels_of
+    by_name = {inv.defense: inv for inv in inventories}
+    cells = []
+    for r in readings:
+        if r.defense not in by_name:
+            raise AuditError(f"a reading names defense {r.defense!r}, which has no inventory")
+        inv = by_name[r.defense]
+        dyn = None if activity is None else activity.get(r.defense, {})
+        chans = sorted(channels_of(r.metric))
+        ok, reason = interpretable(chans, active_hooks(inv, dyn))
+        cells.append({**r.model_dump(), "channels": chans, "interpretable": ok, "reason": reason})
+    return cells
+
+
+def readings_from_runs(
+    runs: Mapping[str, Mapping[str, Sequence[float]]],
+    baseline: str = "none",
+    *,
+    paired: bool = True,
+    seed: int = 0,
+) -> list[MetricReading]:
+    """Deltas against ``baseline`` from per-run values ``{defense: {metric: [v_run1, ...]}}``.
+
+    With ``paired`` (run i of every defense shares its conditions with run i of the baseline) the
+    paired bootstrap is used; otherwise the arms are resampled independently.
+    """
+    if baseline not in runs:
+        raise AuditError(f"the baseline {baseline!r} has no runs")
+    out = []
+    for defense, metrics in runs.items():
+        if defense == baseline:
+            continue
+        for metric, values in metrics.items():
+            if metric not in runs[baseline]:
+                raise AuditError(f"metric {metric!r} has no baseline runs")
+            base = runs[baseline][metric]
+            fn = paired_bootstrap_delta if paired else unpaired_bootstrap_delta
+            iv = fn(values, base, seed=seed)
+            out.append(MetricReading(defense=defense, metric=metric, delta=iv.estimate, low=iv.low,
+                                     high=iv.high, baseline=baseline))
+    return out
+
+
+_SHORT = {"active": ("active", "green"), "pattern-limited": ("pattern", "yellow"),
+          "pass-through": ("pass-thru", "red"), "not-overridden": ("-", "dim")}
+_HOOK_TITLES = {"score_retrieval": "retrieval", "rewrite_context": "context", "generate": "generate",
+                "postprocess": "postprocess"}
+
+
+def render_table_one(rows: Sequence[dict[str, Any]]) -> Table:
+    """Table I as a rich table; ``problems`` of each row are left to the caller to list."""
+    table = Table(title="Table I: hook status per defense")
+    table.add_column("defense")
+    for hook in HOOK_NAMES:
+        table.add_column(_HOOK_TITLES[hook])
+    table.add_column("status")
+    for row in rows:
+        cells = []
+        for hook in HOOK_NAMES:
+            c = row["hooks"][hook]
+            label, style = _SHORT[c["static"]]
+            text = label + ("*" if c["declared"] else "")
+            if c["dynamic"] is not None:
+                text += f" {c['dynamic']['changed']}/{c['dynamic']['calls']}"
+            cells.append(f"[{style}]{text}[/]")
+        name = row["defense"] if row["defense"] == row["class"] else f"{row['defense']} ({row['class']})"
+        status = row["status"] + (" [red]![/]" if row["problems"] else "")
+        table.add_row(name, *cells, status)
+    table.caption = "* declared in `hooks`; N/M: changed N of M calls in the run; ! see problems"
+    return table
+
+
+def render_table_two(cells: Sequence[dict[str, Any]]) -> Table:
+    metrics = sorted({c["metric"] for c in cells})
+    defenses = list(dict.fromkeys(c["defense"] for c in cells))
+    table = Table(title="Table II: metric delta vs baseline [95% interval]")
+    table.add_column("defense")
+    for m in metrics:
+        table.add_column(m)
+    for d in defenses:
+        row = []
+        for m in metrics:
+            cell = next((c for c in cells if c["defense"] == d and c["metric"] == m), None)
+            if cell is None:
+                row.append("-")
+                continue
+            text = f"{cell['delta']:+.3g}"
+            if cell["low"] is not None and cell["high"] is not None:
+                text += f" [{cell['low']:.3g}, {cell['high']:.3g}]"
+            row.append(text if cell["interpretable"] else f"[dim]({text}) n.i.[/]")
+        table.add_row(d, *row)
+    table.caption = "n.i. = not interpretable: no active hook of the defense reaches the metric's channel"
+    return table

@@ -1,0 +1,333 @@
+"""Static hook inventory: for each defense class and each of the four hooks, what the code does.
+
+Statuses (per hook):
+
+* ``not-overridden``: the class inherits the base ``Defense`` identity;
+* ``pass-through``: overridden, but the body passes its input on unchanged (see ``astflow``), or
+  is ``pass``/``...``/a docstring, raises ``NotImplementedError``, or carries a stub-marker
+  comment (``markers.STUB_COMMENT``; comments are read with ``tokenize`` over the hook's own
+  lines and the comment block right above its ``def``);
+* ``pattern-limited``: the change only happens where a regex or literal pattern matches;
+* ``active``: anything else.
+
+A hook inherited from another defense class takes that implementation's status (the finding
+says where it is defined). Works on an importable class (``inventory_class``) or on a ``.py``
+file read without importing it (``inventory_file``). Each finding carries evidence and a
+``file:line`` location; ``strict=True`` raises ``StubHookError`` when any finding is a problem:
+a pass-through override, or a hook listed in ``hooks`` that the class does not implement.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+import logging
+import os
+from pathlib import Path
+from typing import Literal
+
+from ragleak.audit.source import (
+    AuditError,
+    Module,
+    analyse,
+    class_attr,
+    literal_strings,
+    load_module,
+    method,
+    where,
+)
+from ragleak.errors import RagleakError
+from ragleak.records import HOOK_NAMES, HookName, Record
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ACTIVE_STATUSES", "AuditError", "DefenseInventory", "HookFinding", "HookStatus", "StubHookError",
+           "inventory_class", "inventory_file", "inventory_of", "load_registered"]
+
+HookStatus = Literal["not-overridden", "pass-through", "pattern-limited", "active"]
+ACTIVE_STATUSES: frozenset[str] = frozenset({"active", "pattern-limited"})
+
+
+class StubHookError(AuditError):
+    """Raised by ``strict=True`` when a defense has a stubbed or missing hook."""
+
+
+class HookFinding(Record):
+    """What the source of one hook of one defense class does."""
+
+    defense: str
+    cls: str
+    hook: HookName
+    status: HookStatus
+    declared: bool
+    form: str | None = None
+    evidence: str
+    location: str
+    defined_in: str
+
+    @property
+    def problem(self) -> str | None:
+        """Why this finding fails a strict audit, or None."""
+        if self.status == "pass-through":
+            return f"{self.hook} is a pass-through ({self.form})"
+        if self.declared and self.status == "not-overridden":
+            return f"{self.hook} is declared in `hooks` but not implemented"
+        return None
+
+
+class DefenseInventory(Record):
+    """The four findings of one defense class."""
+
+    defense: str
+    cls: str
+    location: str
+    declared_hooks: list[HookName]
+    findings: list[HookFinding]
+
+    def finding(self, hook: HookName) -> HookFinding:
+        return next(f for f in self.findings if f.hook == hook)
+
+    @property
+    def problems(self) -> list[HookFinding]:
+        return [f for f in self.findings if f.problem]
+
+    @property
+    def active_hooks(self) -> list[HookName]:
+        return [f.hook for f in self.findings if f.status in ACTIVE_STATUSES]
+
+
+def _finding(defense: str, cls: str, hook: str, declared: bool, defined_in: str,
+             result: tuple[str, str | None, str, str]) -> HookFinding:
+    status, form, evidence, location = result
+    return HookFinding(defense=defense, cls=cls, hook=hook, status=status, declared=declared, form=form,
+                       evidence=evidence, location=location, defined_in=defined_in)
+
+
+def _strict(inventories: list[DefenseInventory], strict: bool) -> list[DefenseInventory]:
+    if strict:
+        problems = [f"{f.cls}.{f.hook} at {f.location}: {f.problem}" for inv in inventories for f in inv.problems]
+        if problems:
+            raise StubHookError("stubbed or missing hooks: " + "; ".join(problems))
+    return inventories
+
+
+# --------------------------------------------------------------------------------- class route
+
+
+def _base():
+    from ragleak.defenses.base import Defense
+
+    return Defense
+
+
+def _code_of(cls: type):
+    for value in vars(cls).values():
+        func = getattr(value, "__func__", value)
+        code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
+        if code is not None:
+            return code
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def _class_source(cls: type) -> tuple[Module, ast.ClassDef]:
+    """The parsed file that defines ``cls`` and its ``class`` node (cached per class object)."""
+    try:
+        path, line = inspect.getsourcefile(cls), inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        code = _code_of(cls)  # a module loaded from a path without a sys.modules entry
+        if code is None or not Path(code.co_filename).is_file():
+            raise AuditError(f"the source of {cls.__qualname__} is not available; audit its .py file instead") from None
+        path, line = code.co_filename, code.co_firstlineno
+    module = load_module(path)
+    candidates = [c for c in ast.walk(module.tree) if isinstance(c, ast.ClassDef) and c.name == cls.__name__]
+    if not candidates:
+        raise AuditError(f"class {cls.__qualname__} not found in {path}")
+    # the class statement nearest above `line` (an exact match when inspect found the class itself)
+    above = [c for c in candidates if min([c.lineno] + [d.lineno for d in c.decorator_list]) <= line]
+    node = max(above, key=lambda c: c.lineno) if above else candidates[0]
+    return module, node
+
+
+_UNANALYSED = "bound by an assignment, not a `def`: not analysed (counted active)"
+
+
+def _class_location(cls: type) -> str:
+    """``file:line`` of the class statement, or its dotted name when the source is not available."""
+    try:
+        module, node = _class_source(cls)
+    except AuditError:
+        return f"{cls.__module__}.{cls.__qualname__}"
+    return where(module.path, node.lineno)
+
+
+def _class_hook(cls: type, hook: str) -> tuple[str, str | None, str, str, str]:
+    """(status, form, evidence, location, defined_in) for ``hook`` as ``cls`` resolves it."""
+    base = _base()
+    owner = next(k for k in cls.__mro__ if hook in vars(k))
+    if owner is base:
+        return "not-overridden", None, "inherits the base identity hook", _class_location(cls), "Defense"
+    module, node = _class_source(owner)
+    func = method(node, hook)
+    if func is None:
+        return "active", None, _UNANALYSED, where(module.path, node.lineno), owner.__qualname__
+
+    def parent():
+        rest = owner.__mro__[owner.__mro__.index(owner) + 1:]
+        nxt = next((k for k in rest if hook in vars(k)), base)
+        if nxt is base:
+            return "not-overridden", None, "the base identity"
+        status, form, evidence, location, _ = _class_hook(nxt, hook)
+        return status, form, f"{nxt.__qualname__}.{hook} at {location}: {evidence}"
+
+    status, form, evidence, location = analyse(module, node, func, hook, parent)
+    if owner is not cls:
+        evidence = f"inherited from {owner.__qualname__}: {evidence}"
+    return status, form, evidence, location, owner.__qualname__
+
+
+def inventory_class(cls: type, *, strict: bool = False) -> DefenseInventory:
+    """The static inventory of an importable ``Defense`` subclass."""
+    base = _base()
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise AuditError(f"{cls!r} is not a subclass of ragleak.defenses.Defense")
+    declared = sorted(getattr(cls, "hooks", ()) or ())
+    findings = []
+    for hook in HOOK_NAMES:
+        status, form, evidence, location, owner = _class_hook(cls, hook)
+        findings.append(_finding(cls.name, cls.__qualname__, hook, hook in declared, owner,
+                                 (status, form, evidence, location)))
+    inv = DefenseInventory(defense=cls.name, cls=cls.__qualname__, location=_class_location(cls),
+                           declared_hooks=declared, findings=findings)
+    return _strict([inv], strict)[0]
+
+
+# ---------------------------------------------------------------------------------- file route
+
+
+def _external(module: Module, name: str) -> type | None:
+    """A base class named ``name`` imported from elsewhere, if it imports and is a Defense."""
+    if name not in module.imports:
+        return None
+    mod, attr = module.imports[name]
+    try:
+        value = getattr(importlib.import_module(mod), attr)
+    except Exception as exc:  # noqa: BLE001 - a user's unimportable base is logged, not fatal
+        log.info("base %s of %s does not import (%s: %s)", name, module.path, type(exc).__name__, exc)
+        return None
+    return value if isinstance(value, type) and issubclass(value, _base()) else None
+
+
+def _mro(module: Module, cls: ast.ClassDef) -> tuple[list[ast.ClassDef], list[str]]:
+    """In-file classes in method-resolution order (depth-first), and the external base names."""
+    order, external = [], []
+
+    def visit(node: ast.ClassDef) -> None:
+        if node in order:
+            return
+        order.append(node)
+        for base in node.bases:
+            name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
+            if name in module.classes and module.classes[name] is not node:
+                visit(module.classes[name])
+            elif name and name not in external:
+                external.append(name)
+
+    visit(cls)
+    return order, external
+
+
+def _is_defense(module: Module, cls: ast.ClassDef) -> bool:
+    """A subclass of ``Defense`` (by name or by an importable base), or a class declaring ``hooks``
+    whose base cannot be imported here (a defense built on someone else's base)."""
+    order, external = _mro(module, cls)
+    if "Defense" in external or any(_external(module, n) is not None for n in external if n != "Defense"):
+        return True
+    return bool(cls.bases) and any(class_attr(c, "hooks") is not None for c in order)
+
+
+def _file_hook(module: Module, order: list[ast.ClassDef], externals: list[type], hook: str,
+               start: int = 0) -> tuple[str, str | None, str, str, str]:
+    for i, node in enumerate(order[start:], start):
+        func = method(node, hook)
+        if func is None and class_attr(node, hook) is not None:
+            return "active", None, _UNANALYSED, where(module.path, node.lineno), node.name
+        if func is not None:
+            def parent(i=i):
+                status, form, evidence, location, owner = _file_hook(module, order, externals, hook, i + 1)
+                return status, form, f"{owner}.{hook} at {location}: {evidence}"
+
+            status, form, evidence, location = analyse(module, node, func, hook, parent)
+            if node is not order[0]:
+                evidence = f"inherited from {node.name}: {evidence}"
+            return status, form, evidence, location, node.name
+    for ext in externals:
+        status, form, evidence, location, owner = _class_hook(ext, hook)
+        if status != "not-overridden":
+            return status, form, f"inherited from {ext.__qualname__}: {evidence}", location, owner
+    return "not-overridden", None, "inherits the base identity hook", where(module.path, order[0].lineno), "Defense"
+
+
+def _inherited_literal(module: Module, order: list[ast.ClassDef], externals: list[type], attr: str):
+    for node in order:
+        value = class_attr(node, attr)
+        if value is not None:
+            if attr == "hooks":
+                return literal_strings(value)
+            return value.value if isinstance(value, ast.Constant) else None
+    for ext in externals:
+        if attr == "hooks":
+            return sorted(ext.hooks)
+        return ext.name if ext is not _base() else None  # the base's "none" is no name for a subclass
+    return [] if attr == "hooks" else None
+
+
+def inventory_file(path: str | os.PathLike, *, strict: bool = False) -> list[DefenseInventory]:
+    """The static inventory of every defense class in a ``.py`` file, read without importing it."""
+    module = load_module(path)
+    out = []
+    for node in module.classes.values():
+        if not _is_defense(module, node):
+            continue
+        order, external_names = _mro(module, node)
+        externals = [e for e in (_external(module, n) for n in external_names) if e is not None]
+        declared = _inherited_literal(module, order, externals, "hooks")
+        if declared is None:
+            raise AuditError(f"{where(module.path, node.lineno)}: `hooks` of {node.name} is not a literal set")
+        name = _inherited_literal(module, order, externals, "name") or node.name
+        findings = []
+        for hook in HOOK_NAMES:
+            status, form, evidence, location, owner = _file_hook(module, order, externals, hook)
+            findings.append(_finding(name, node.name, hook, hook in declared, owner,
+                                     (status, form, evidence, location)))
+        out.append(DefenseInventory(defense=name, cls=node.name, location=where(module.path, node.lineno),
+                                    declared_hooks=sorted(declared), findings=findings))
+    if not out:
+        raise AuditError(f"{path}: no Defense subclass found")
+    return _strict(out, strict)
+
+
+def inventory_of(target: type | str | os.PathLike, *, strict: bool = False) -> list[DefenseInventory]:
+    """Audit a class, a ``.py`` file, or a registered defense name."""
+    if isinstance(target, type):
+        return [inventory_class(target, strict=strict)]
+    text = str(target)
+    if text.endswith(".py") or Path(text).is_file():
+        return inventory_file(text, strict=strict)
+    from ragleak.defenses import DEFENSES
+
+    cls = load_registered(DEFENSES, text)
+    return [inventory_class(cls, strict=strict)]
+
+
+def load_registered(registry, name: str) -> type:
+    """Look ``name`` up in ``registry``; an import failure becomes an ``AuditError`` with advice."""
+    try:
+        return registry.get(name)
+    except RagleakError as exc:
+        raise AuditError(f"{exc}; or give the path of a .py file") from None
+    except Exception as exc:  # noqa: BLE001 - any import failure of a plugin is the user's to see
+        raise AuditError(f"defense {name!r} failed to import ({type(exc).__name__}: {exc}); "
+                         f"audit its source file instead: ragleak audit path/to/file.py") from None

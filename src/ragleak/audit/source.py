@@ -1,0 +1,154 @@
+"""Source access for the static inventory: parsed files, stub-marker comments, hook analysis.
+
+Files are parsed once per (path, mtime). ``analyse`` combines the AST verdict of ``astflow`` with
+the stub-marker comments found by ``tokenize`` (comments are not in the AST) and resolves
+delegation to a parent implementation.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import io
+import os
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ragleak.audit import markers
+from ragleak.audit.astflow import BodyVerdict, classify_body
+from ragleak.errors import RagleakError
+
+
+class AuditError(RagleakError):
+    """The audit target cannot be read: an unknown defense, a missing file, unreadable traces."""
+
+
+@dataclass(frozen=True)
+class Module:
+    path: str
+    lines: list[str]
+    tree: ast.Module
+    patterns: frozenset[str]
+    classes: dict[str, ast.ClassDef]
+    imports: dict[str, tuple[str, str]]
+
+
+@functools.lru_cache(maxsize=128)
+def _parse(path: str, mtime: float) -> Module:
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        raise AuditError(f"{path}:{exc.lineno}: cannot parse: {exc.msg}") from None
+    patterns, classes, imports = set(), {}, {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            classes.setdefault(node.name, node)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                imports[alias.asname or alias.name] = (node.module, alias.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _compiles_pattern(node.value):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", None)
+                if name:
+                    patterns.add(name)
+    return Module(path, text.splitlines(), tree, frozenset(patterns), classes, imports)
+
+
+def load_module(path: str | os.PathLike) -> Module:
+    path = str(Path(path).resolve())
+    if not Path(path).is_file():
+        raise AuditError(f"no such file: {path}")
+    return _parse(path, Path(path).stat().st_mtime)
+
+
+def _compiles_pattern(value: ast.expr) -> bool:
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in markers.REGEX_MODULES:
+            return True
+    return False
+
+
+def where(path: str, line: int) -> str:
+    try:
+        rel = os.path.relpath(path)
+        path = rel if not rel.startswith("..") else path
+    except ValueError:
+        pass
+    return f"{path}:{line}"
+
+
+def stub_comments(module: Module, func: ast.FunctionDef) -> list[tuple[int, str]]:
+    """Stub markers in ``func``'s comments, its docstring, or the comment block right above it."""
+    start = min([func.lineno] + [d.lineno for d in func.decorator_list])
+    found = []
+    above = start - 2  # 0-based index of the line above the def/decorators
+    while above >= 0 and module.lines[above].strip().startswith("#"):
+        found.append((above + 1, module.lines[above].strip()))
+        above -= 1
+    span = "\n".join(module.lines[start - 1: func.end_lineno]) + "\n"
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(span).readline):
+            if tok.type == tokenize.COMMENT:
+                found.append((start + tok.start[0] - 1, tok.string))
+    except (tokenize.TokenError, IndentationError):
+        found.extend((start + i, line.strip()) for i, line in enumerate(span.splitlines()) if "#" in line)
+    doc = ast.get_docstring(func)
+    if doc:
+        found.extend((func.body[0].lineno, f"docstring: {line.strip()}") for line in doc.splitlines())
+    return [(line, text) for line, text in found
+            if markers.STUB_COMMENT.search(text.removeprefix("docstring:").lstrip("#").strip())]
+
+
+ParentLookup = Callable[[], "tuple[str, str | None, str]"]  # () -> (status, form, evidence)
+
+
+def analyse(module: Module, cls: ast.ClassDef, func: ast.FunctionDef, hook: str,
+             parent: ParentLookup) -> tuple[str, str | None, str, str]:
+    """(status, form, evidence, location) of one hook implementation."""
+    methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    verdict: BodyVerdict = classify_body(func, hook, module.patterns, methods)
+    status, form, evidence, line = verdict.status, verdict.form, verdict.evidence, verdict.line
+    if status == "delegates":
+        p_status, p_form, p_evidence = parent()
+        if p_status == "not-overridden":
+            status, form, evidence = "pass-through", "delegates-to-base", f"delegates to the base identity: {evidence}"
+        else:
+            status, form, evidence = p_status, p_form, f"delegates to the parent ({p_evidence})"
+    comments = stub_comments(module, func)
+    if comments:
+        c_line, c_text = comments[0]
+        note = f"stub marker at line {c_line}: `{c_text}`"
+        if status == "pass-through":
+            evidence = f"{evidence}; {note}"
+        else:
+            status, form, evidence, line = "pass-through", "stub-comment", note, c_line
+    return status, form, evidence, where(module.path, line)
+
+
+def literal_strings(value: ast.expr) -> list[str] | None:
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id in {"frozenset", "set", "tuple", "list"}:
+        if not value.args:
+            return []
+        value = value.args[0]
+    if isinstance(value, (ast.Set, ast.List, ast.Tuple)):
+        items = [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return items if len(items) == len(value.elts) else None
+    return None
+
+
+def class_attr(cls: ast.ClassDef, attr: str) -> ast.expr | None:
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets):
+            return node.value
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == attr:
+            return node.value
+    return None
+
+
+def method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    return next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name), None)

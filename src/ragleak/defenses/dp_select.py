@@ -1,0 +1,56 @@
+"""Differentially private selection primitives shared by the DP defenses (pure numpy, no model).
+
+* ``clip_scores``: clip similarity scores into public bounds [a, b] chosen without looking at the
+  corpus; afterwards one document changes its own score by at most Delta = b - a.
+* ``laplace_top_k``: add Laplace(Delta / eps) to every clipped score and keep the k largest.
+  Under substitution of one document only its own coordinate moves, by <= Delta, so the whole
+  noisy vector has L1 sensitivity Delta and is eps-DP (Laplace mechanism); any top-k of it is
+  post-processing. Cost: eps per call, whatever k is.
+* ``gumbel_top_k``: one-shot top-k with Gumbel(2 Delta k / eps) noise; equal in distribution to k
+  rounds of the exponential mechanism with utility = score, sensitivity Delta, each at eps / k
+  (peeling; Durfee & Rogers 2019), so eps-DP by basic composition over the k rounds.
+* ``noisy_argmax``: report-noisy-max over a histogram of votes (sensitivity 1 per coordinate
+  when one voter changes its vote), Gumbel(2 / eps) noise = the exponential mechanism, eps-DP.
+
+All randomness comes from a numpy Generator the caller takes from ``RunContext.rng``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def clip_scores(scores, low: float, high: float) -> np.ndarray:
+    if not high > low:
+        raise ValueError("clip bounds need high > low")
+    return np.clip(np.asarray(scores, dtype=float), low, high)
+
+
+def laplace_noisy_scores(scores, eps: float, sensitivity: float, rng: np.random.Generator) -> np.ndarray:
+    if eps <= 0:
+        raise ValueError("eps must be > 0")
+    s = np.asarray(scores, dtype=float)
+    return s + rng.laplace(0.0, sensitivity / eps, size=s.shape)
+
+
+def laplace_top_k(scores, k: int, eps: float, sensitivity: float, rng: np.random.Generator) -> np.ndarray:
+    """Indices of the k largest Laplace-noised scores, best first (eps-DP under substitution)."""
+    noisy = laplace_noisy_scores(scores, eps, sensitivity, rng)
+    return np.argsort(-noisy, kind="stable")[:k]
+
+
+def gumbel_top_k(scores, k: int, eps: float, sensitivity: float, rng: np.random.Generator) -> np.ndarray:
+    """Indices of a k-fold exponential-mechanism selection (one-shot Gumbel), best first."""
+    if eps <= 0 or k < 1:
+        raise ValueError("need eps > 0 and k >= 1")
+    s = np.asarray(scores, dtype=float)
+    noisy = s + rng.gumbel(0.0, 2.0 * sensitivity * k / eps, size=s.shape)
+    return np.argsort(-noisy, kind="stable")[:k]
+
+
+def noisy_argmax(counts, eps: float, rng: np.random.Generator) -> int:
+    """Exponential mechanism on a vote histogram (each voter moves each count by <= 1): eps-DP."""
+    if eps <= 0:
+        raise ValueError("eps must be > 0")
+    c = np.asarray(counts, dtype=float)
+    return int(np.argmax(c + rng.gumbel(0.0, 2.0 / eps, size=c.shape)))

@@ -1,0 +1,141 @@
+"""``dp-vote``: DP token voting over disjoint groups of retrieved documents (Koga et al. 2024,
+DPVoteRAG and DPSparseVoteRAG), acting at ``generate``.
+
+Voters (sample-and-aggregate). The k passages the pipeline selected are dealt into m voter
+groups by a uniformly random permutation drawn from the run's RNG (``voter_groups``); voter i's
+prompt holds only its group. Random - not rank-order - assignment is what makes the coupling
+argument work: a neighbouring corpus (one document added or removed) changes the selected set by
+at most one substitution, and the new document can take the evicted one's slot, so exactly one
+voter's group differs. (Splitting by rank would let one insertion shift every later group.)
+
+Generation. All m voter prompts plus one no-retrieval ("public") prompt decode in lock-step in
+one llama.cpp context (``rag.multiseq``). At each step the public top-``domain_size`` tokens (plus
+the end-of-turn token) form the candidate domain, each voter votes for its most likely candidate,
+and a token is released from the vote histogram by ``_vote.VoteReleaser`` (every token private)
+or ``_vote.SparseVoteReleaser`` (the public token is free unless the SVT detects disagreement).
+The released token is appended to every prompt; generation stops at an end token, after
+``max_new_tokens``, or (sparse) after the ``max_discoveries``-th private release.
+
+Guarantee (``guarantee``): per answered query, w.r.t. adding/removing one document, for the
+answer text only: variant "vote" is (max_new_tokens * eps_token)-DP, variant "sparse" is
+(max_discoveries * eps_token)-DP, both pure (delta = 0) and composing over queries. Assumptions:
+one document is one passage (a document split into c chunks can reach c voters: group privacy
+with m = c); the LLM was not trained on the corpus; nothing else derived from the retrieved
+documents is released (citations, retrieved ids, the trace - the answers+citations boundary voids
+the claim). Reported as stated, worst case; ``last_release`` records what one answer actually
+spent (pay-what-you-get).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal, Sequence
+
+from pydantic import Field
+
+from ragleak.accounting.guarantee import DocumentUnit, Guarantee, PerResponse
+from ragleak.defenses._vote import SparseVoteReleaser, VoteReleaser, candidate_domain, vote_histogram
+from ragleak.defenses.base import Defense, DefenseParams
+from ragleak.errors import RagleakError
+from ragleak.rag.generator import Generator
+from ragleak.rag.multiseq import LlamaMultiSequence
+from ragleak.rag.prompt import ChatMessage, build_rag_messages, format_context
+from ragleak.records import HookName, Passage, Turn
+
+
+class DPVoteParams(DefenseParams):
+    variant: Literal["vote", "sparse"] = "vote"
+    voters: int = Field(default=5, ge=1, description="m: disjoint voter groups")
+    eps_token: float = Field(default=2.0, gt=0, description="vote: eps per token; sparse: eps0 per discovery")
+    max_new_tokens: int = Field(default=32, ge=1, le=1024)
+    domain_size: int = Field(default=20, ge=1, description="public top-c candidate tokens per step")
+    max_discoveries: int = Field(default=10, ge=1, description="sparse: c private releases per answer")
+    svt_threshold: float | None = Field(default=None, description="sparse: theta; default voters / 2")
+
+
+def parse_rag_messages(messages: Sequence[ChatMessage], passages: list[Passage]) -> tuple[str, str, list[Turn]]:
+    """(system prompt, query, history) of messages laid out by ``build_rag_messages``; raises if
+    the layout is different, so a voter prompt is never built from a misread query."""
+    if len(messages) < 2 or messages[0].role != "system" or messages[-1].role != "user" or len(messages) % 2:
+        raise RagleakError("dp-vote expects messages built by build_rag_messages (system, history, user)")
+    system, content = messages[0].content, messages[-1].content
+    prefix = f"Context:\n{format_context(passages)}\n\nQuestion: " if passages else "Question: "
+    query = content[len(prefix):] if content.startswith(prefix) else content
+    history = [Turn(query=u.content, answer=a.content) for u, a in zip(messages[1:-1:2], messages[2:-1:2])]
+    if build_rag_messages(query, passages, system, history) != list(messages):
+        raise RagleakError("dp-vote could not rebuild the prompt from its messages; unsupported layout")
+    return system, query, history
+
+
+class DPVote(Defense):
+    name: ClassVar[str] = "dp-vote"
+    version: ClassVar[str] = "1"
+    hooks: ClassVar[frozenset[HookName]] = frozenset({"generate"})
+    Params: ClassVar[type[DefenseParams]] = DPVoteParams
+
+    def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:
+        super().__init__(params, **kwargs)
+        self._decoder: LlamaMultiSequence | None = None
+        self.last_release: dict[str, float] = {}
+
+    def voter_groups(self, passages: list[Passage]) -> list[list[Passage]]:
+        """Deal the passages into m groups by a uniformly random permutation (empty groups allowed)."""
+        order = self.ctx.rng("dp-vote/partition").permutation(len(passages))
+        m = self.params.voters
+        return [[passages[j] for j in order[i::m]] for i in range(m)]
+
+    def decoder(self, generator: Generator) -> LlamaMultiSequence:
+        path, threads = getattr(generator, "path", None), getattr(generator, "n_threads", None)
+        if path is None or threads is None:
+            raise RagleakError("dp-vote needs a llama.cpp generator (LlamaCppGenerator, optionally cached)")
+        if self._decoder is None or self._decoder.model_path != path:
+            self._decoder = LlamaMultiSequence(path, threads)
+        return self._decoder
+
+    def releaser(self) -> VoteReleaser | SparseVoteReleaser:
+        p, rng = self.params, self.ctx.rng("dp-vote/release")
+        if p.variant == "vote":
+            return VoteReleaser(p.eps_token, rng)
+        threshold = p.svt_threshold if p.svt_threshold is not None else p.voters / 2
+        return SparseVoteReleaser(p.eps_token, threshold, p.max_discoveries, rng)
+
+    def generate(self, messages: Sequence[ChatMessage], passages: list[Passage], generator: Generator) -> str:
+        system, query, history = parse_rag_messages(messages, passages)
+        prompts = [generator.render(build_rag_messages(query, group, system, history))
+                   for group in [[]] + self.voter_groups(passages)]
+        decoder, releaser, tokens = self.decoder(generator), self.releaser(), []
+        with decoder.session(prompts, self.params.max_new_tokens) as session:
+            ends = decoder.end_tokens()
+            for _ in range(self.params.max_new_tokens):
+                logprobs = session.logprobs()
+                domain = candidate_domain(logprobs[0], self.params.domain_size, ends)
+                counts = vote_histogram(logprobs[1:], domain)
+                token = int(domain[releaser.release(counts, public_index=0)])  # domain[0] = public argmax
+                if decoder.is_end(token):
+                    break
+                tokens.append(token)
+                if releaser.exhausted:
+                    break
+                session.append(token)
+        self.last_release = {"tokens": len(tokens), "private_releases": releaser.private_releases}
+        return decoder.detokenize(tokens).strip()
+
+    def guarantee(self) -> Guarantee:
+        p = self.params
+        if p.variant == "vote":
+            eps_q = p.max_new_tokens * p.eps_token
+            how = f"{p.max_new_tokens} tokens x {p.eps_token:g} (exponential mechanism per token)"
+        else:
+            eps_q = p.max_discoveries * p.eps_token
+            how = f"{p.max_discoveries} discoveries x {p.eps_token:g} (SVT {p.eps_token / 2:g} + EM {p.eps_token / 2:g})"
+        return Guarantee(
+            unit=DocumentUnit(),
+            scope=PerResponse(eps_q=eps_q, delta_q=0.0, mechanism="exponential"),
+            boundary="answers",
+            retrieval_randomised=False,
+            notes=(
+                f"pure DP per answer for the answer text: {how}, basic composition; {p.voters} voters over "
+                "a random partition of the retrieved passages, candidate tokens from the no-retrieval model. "
+                "Assumes one document = one passage (c chunks: group privacy with m = c) and an LLM not "
+                "trained on the corpus; void if citations, retrieved ids or traces are also released"
+            ),
+        )

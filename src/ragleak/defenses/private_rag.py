@@ -1,0 +1,122 @@
+"""``private-rag``: multi-query RAG with per-document privacy filters (MuRAG, algorithms.md §10).
+
+For the t-th query q_t (Wu et al. 2025, MuRAG with a fixed threshold):
+
+    A_t  = {z : E_t(z) >= eps_q}              active documents (E_0(z) = M * eps_q)
+    D_qt = {z in A_t : r(z, q_t) > tau}        tau is a public constant
+    E(z) -= eps_q  for every z in D_qt         charged whether or not it is finally used
+    voters = top-k of D_qt (one passage per document); empty voter slots abstain
+    a_t  = an eps_q-DP answer from the voters  (``private_generation``: public-candidate
+                                                token voting, eps_q / max_new_tokens per token)
+
+Why this is a per-document filter: whether z passes tau depends only on z and q_t, so removing a
+document changes no other document's charge or membership, and only adds, removes or changes one voter;
+the answer is eps_q-DP in each voter; a retired document is never touched again. Hence for any
+number T of (adaptive) queries each document's loss is at most min(T, M) * eps_q <= M * eps_q
+(Feldman & Zrnic 2021, pure-DP case), which is the ``PerDocumentFilter`` guarantee.
+
+Assumptions: documents are the unit (a document's passages share one budget, and only its best
+passage can vote); fewer than ``candidate_k`` candidates pass tau (otherwise the index's exact
+truncation of the candidate pool is data-dependent: such queries are counted in
+``truncated_queries``); which documents were used is not randomised, so showing citations voids
+the claim.
+
+Observability: ``log`` holds, per query index t, the number of relevant documents, how many were
+charged, the active-set size (over the served index) and the voting agreement, so the audit can
+plot utility against t as documents retire.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragleak.accounting.filters import DocumentFilter
+from ragleak.accounting.guarantee import DocumentUnit, Guarantee, PerDocumentFilter
+from ragleak.defenses.base import Defense, DefenseParams
+from ragleak.defenses.private_generation import VoteSettings, private_answer
+from ragleak.rag.generator import Generator
+from ragleak.rag.prompt import ChatMessage
+from ragleak.records import Passage, Scored, Turn
+
+
+class PrivateRAGParams(DefenseParams):
+    eps_q: float = Field(default=20.0, gt=0, description="eps charged to each relevant document per query")
+    max_charges: int = Field(default=2, ge=1, description="M: uses before a document retires")
+    tau: float = Field(default=0.3, description="public relevance threshold on the similarity score")
+    voters: int = Field(default=3, ge=1, description="k voters (passages) per answer")
+    max_new_tokens: int = Field(default=10, ge=1, description="answer length; eps per token = eps_q / this")
+    candidates: int = Field(default=20, ge=2, description="public candidate tokens per step")
+    public_weight: float = Field(default=0.5, ge=0, description="public vote for the no-context model's top token")
+
+
+class QueryLog(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    t: int
+    relevant: int
+    charged: int
+    active_docs: int | None
+    real_voters: int = 0
+    agreement: float | None = None
+    tokens: int = 0
+
+
+class PrivateRAG(Defense):
+    name: ClassVar[str] = "private-rag"
+    version: ClassVar[str] = "1"
+    hooks = frozenset({"score_retrieval", "generate"})
+    Params = PrivateRAGParams
+
+    def __init__(self, params=None, **kwargs) -> None:
+        super().__init__(params, **kwargs)
+        self.filter = DocumentFilter(self.params.eps_q, self.params.max_charges)
+        self.log: list[QueryLog] = []
+        self.truncated_queries = 0
+        self._corpus: list[str] | None = None
+        self._query = ""
+        self._candidate_k: int | None = None
+
+    def begin_query(self, index, history: Sequence[Turn]) -> None:
+        self._corpus = list(index.doc_ids)
+
+    def active_set_size(self) -> int | None:
+        return None if self._corpus is None else self.filter.active_count(self._corpus)
+
+    def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
+        p = self.params
+        self._query = query
+        best: dict[str, Scored] = {}
+        for c in candidates:
+            if c.score > p.tau and self.filter.is_active(c.passage.doc_id):
+                if c.passage.doc_id not in best or c.score > best[c.passage.doc_id].score:
+                    best[c.passage.doc_id] = c
+        if candidates and all(c.score > p.tau for c in candidates):
+            self.truncated_queries += 1
+        relevant = sorted(best.values(), key=lambda s: -s.score)
+        charged = self.filter.charge([s.passage.doc_id for s in relevant])
+        self.log.append(QueryLog(t=len(self.log) + 1, relevant=len(relevant), charged=len(charged),
+                                 active_docs=self.active_set_size()))
+        return relevant[: p.voters]
+
+    def generate(self, messages: Sequence[ChatMessage], passages: list[Passage], generator: Generator) -> str:
+        p = self.params
+        settings = VoteSettings(eps_token=p.eps_q / p.max_new_tokens, max_new_tokens=p.max_new_tokens,
+                                voters=p.voters, candidates=p.candidates, public_weight=p.public_weight)
+        result = private_answer(self._query, list(messages[:-1]), passages, generator, settings,
+                                self.ctx.rng(f"defense/{self.name}"))
+        if self.log:
+            self.log[-1] = self.log[-1].model_copy(update={"real_voters": result.real_voters,
+                                                           "agreement": result.agreement, "tokens": result.tokens})
+        return result.text
+
+    def guarantee(self) -> Guarantee:
+        p = self.params
+        return Guarantee(
+            unit=DocumentUnit(), scope=PerDocumentFilter(eps_q=p.eps_q, max_charges=p.max_charges),
+            boundary="answers", retrieval_randomised=False,
+            notes=(f"per-document filter (MuRAG): tau={p.tau:g}, eps_q={p.eps_q:g} charged per relevant query, "
+                   f"retired after M={p.max_charges}; answers by public-candidate token voting "
+                   f"({p.voters} voters, eps {p.eps_q / p.max_new_tokens:g} per token); add/remove adjacency"),
+        )

@@ -1,0 +1,135 @@
+"""Membership inference: pairwise-ranking AUC x100, TPR at low FPR, bootstrap interval.
+
+* **AUC** = P(s(member) > s(non-member)) + 1/2 P(tie), the Mann-Whitney U statistic over
+  n_in * n_out pairs, reported x100 (Mind the Hook's scale). A value below 50 is a *score
+  reversal* (the attacker's score ranks members lower), not protection: ``reversal`` flags it
+  and ``advantage`` = |AUC - 50| is the distance from chance either way.
+* **TPR at FPR <= f**: the largest true-positive rate over thresholds ``score >= t`` whose
+  false-positive rate is at most ``f`` (f = 1% and 10%). With fewer than 1/f non-members no
+  threshold other than "nothing" has FPR <= f; ``low_fpr_supported`` says whether there are at least
+  10/f non-members, the seed's rule of thumb for a stable reading. A Clopper-Pearson interval
+  comes with each TPR.
+* **Interval**: percentile bootstrap (2,000 resamples, seeded). With one run the documents are
+  resampled within each class (stratified); with several runs the run is the unit (all its
+  scores move together).
+
+Channel: ``retrieval``. A black-box MI score is read from answers, but membership is a property
+of what the retriever surfaces; output-side defenses that move it (masking, length changes) are
+moving a nuisance, not membership - which is exactly what the interpretable rule reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+from scipy.stats import binomtest, rankdata
+
+from ragleak.metrics.base import Metric
+from ragleak.metrics.stats import N_RESAMPLES, Interval, bootstrap
+
+
+def auc(members: Sequence[float], nonmembers: Sequence[float]) -> float:
+    """Pairwise-ranking AUC in [0, 1]: U / (n_in * n_out), ties counted one half."""
+    m, n = np.asarray(members, dtype=float), np.asarray(nonmembers, dtype=float)
+    if m.size == 0 or n.size == 0:
+        raise ValueError("AUC needs at least one member and one non-member score")
+    ranks = rankdata(np.concatenate([m, n]))  # average ranks: ties share
+    u = ranks[: m.size].sum() - m.size * (m.size + 1) / 2.0
+    return float(u / (m.size * n.size))
+
+
+def tpr_at_fpr(members: Sequence[float], nonmembers: Sequence[float], fpr: float) -> float:
+    """Largest TPR over thresholds ``score >= t`` with FPR <= ``fpr`` (0 when none qualifies)."""
+    m, n = np.asarray(members, dtype=float), np.asarray(nonmembers, dtype=float)
+    thresholds = np.unique(np.concatenate([m, n]))
+    fp = (n[None, :] >= thresholds[:, None]).mean(axis=1)
+    tp = (m[None, :] >= thresholds[:, None]).mean(axis=1)
+    ok = fp <= fpr + 1e-12
+    return float(tp[ok].max()) if ok.any() else 0.0
+
+
+def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact two-sided binomial interval (scipy's ``binomtest(...).proportion_ci('exact')``)."""
+    if trials == 0:
+        return 0.0, 1.0
+    ci = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True)
+class MembershipResult:
+    """AUC x100 with its interval, TPR at 1% and 10% FPR with Clopper-Pearson intervals."""
+
+    auc100: float
+    interval: Interval
+    tpr_at_1pct: float
+    tpr_at_1pct_ci: tuple[float, float]
+    tpr_at_10pct: float
+    tpr_at_10pct_ci: tuple[float, float]
+    n_members: int
+    n_nonmembers: int
+    reversal: bool
+    advantage: float
+    low_fpr_supported: dict[str, bool]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["interval"] = self.interval.to_dict()
+        return out
+
+
+def membership_auc(
+    members: Sequence[float] | Sequence[Sequence[float]],
+    nonmembers: Sequence[float] | Sequence[Sequence[float]],
+    *,
+    runs: bool = False,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> MembershipResult:
+    """Score a membership attack. With ``runs=True`` both arguments are lists of per-run score lists."""
+    if runs:
+        if len(members) != len(nonmembers):
+            raise ValueError("one member list and one non-member list per run")
+        pairs = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for a, b in zip(members, nonmembers)]
+
+        def pooled(sample):
+            return 100.0 * auc(np.concatenate([a for a, _ in sample]), np.concatenate([b for _, b in sample]))
+
+        interval = bootstrap(pairs, pooled, n_resamples=n_resamples, seed=seed)
+        m = np.concatenate([a for a, _ in pairs])
+        n = np.concatenate([b for _, b in pairs])
+    else:
+        m, n = np.asarray(members, dtype=float), np.asarray(nonmembers, dtype=float)
+        interval = _stratified_interval(m, n, n_resamples, seed)
+    value = 100.0 * auc(m, n)
+    t1, t10 = tpr_at_fpr(m, n, 0.01), tpr_at_fpr(m, n, 0.10)
+    return MembershipResult(
+        auc100=value, interval=interval,
+        tpr_at_1pct=t1, tpr_at_1pct_ci=clopper_pearson(round(t1 * m.size), m.size),
+        tpr_at_10pct=t10, tpr_at_10pct_ci=clopper_pearson(round(t10 * m.size), m.size),
+        n_members=int(m.size), n_nonmembers=int(n.size), reversal=value < 50.0, advantage=abs(value - 50.0),
+        low_fpr_supported={"1%": n.size >= 1000, "10%": n.size >= 100},
+    )
+
+
+def _stratified_interval(m: np.ndarray, n: np.ndarray, n_resamples: int, seed: int) -> Interval:
+    estimate = 100.0 * auc(m, n)
+    rng = np.random.default_rng(seed)
+    values = np.empty(n_resamples)
+    for i in range(n_resamples):
+        values[i] = auc(m[rng.integers(0, m.size, m.size)], n[rng.integers(0, n.size, n.size)])
+    low, high = np.quantile(100.0 * values, [0.025, 0.975])
+    return Interval(estimate, float(low), float(high), 1, 1, n_resamples, 0.95, seed)
+
+
+class MembershipAUC(Metric):
+    """Registered metric: MI AUC x100 from member / non-member attack scores."""
+
+    name: ClassVar[str] = "mi_auc"
+    channels = frozenset({"retrieval"})
+    inputs: ClassVar[tuple[str, ...]] = ("member_scores", "nonmember_scores")
+
+    def compute(self, member_scores: Sequence[float], nonmember_scores: Sequence[float], **kw) -> MembershipResult:
+        return membership_auc(member_scores, nonmember_scores, **kw)

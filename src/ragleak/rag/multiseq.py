@@ -1,0 +1,157 @@
+"""Lock-step decoding of several prompts in one llama.cpp context (for DP token voting).
+
+``LlamaMultiSequence`` loads the GGUF model once (memory-mapped, so it shares pages with the
+generator's copy) and opens ``session``s: each session puts n prompts into one context as
+sequences 0..n-1, returns their n next-token log-probability rows, and appends one chosen token to
+every sequence per step (one ``llama_decode`` with n tokens), so a voted token costs one batched
+step rather than n full prompt evaluations.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ragleak.errors import ModelNotInstalledError, RagleakError
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+class Session:
+    """n sequences advancing together; ``logprobs()`` is (n, vocab)."""
+
+    def __init__(self, owner: "LlamaMultiSequence", prompts: Sequence[list[int]], max_new_tokens: int) -> None:
+        L = owner.lib
+        self._L, self._owner, self.n = L, owner, len(prompts)
+        longest = max(len(p) for p in prompts)
+        per_seq = 256 * math.ceil((longest + max_new_tokens + 2) / 256)
+        params = L.llama_context_default_params()
+        params.n_ctx = per_seq * self.n
+        params.n_batch = max(longest, self.n)
+        params.n_ubatch = min(512, params.n_batch)
+        params.n_seq_max = self.n
+        params.kv_unified = False
+        params.n_threads = params.n_threads_batch = owner.n_threads
+        self._ctx = L.llama_init_from_model(owner.model, params)
+        if not self._ctx:
+            raise RagleakError("llama.cpp could not create a multi-sequence context")
+        self._batch = L.llama_batch_init(params.n_batch, 0, self.n)
+        self._pos = [0] * self.n
+        rows = []
+        for seq, tokens in enumerate(prompts):  # one prefill per sequence keeps n_batch small
+            self._decode([(t, j, seq, j == len(tokens) - 1) for j, t in enumerate(tokens)])
+            rows.append(self._row(len(tokens) - 1))
+            self._pos[seq] = len(tokens)
+        self._logprobs = log_softmax(np.stack(rows))
+
+    def _decode(self, entries: list[tuple[int, int, int, bool]]) -> None:
+        b = self._batch
+        b.n_tokens = len(entries)
+        for i, (token, pos, seq, want) in enumerate(entries):
+            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = token, pos, 1, want
+            b.seq_id[i][0] = seq
+        if self._L.llama_decode(self._ctx, b) != 0:
+            raise RagleakError("llama_decode failed (context full?)")
+
+    def _row(self, i: int) -> np.ndarray:
+        ptr = self._L.llama_get_logits_ith(self._ctx, i)
+        return np.ctypeslib.as_array(ptr, shape=(self._owner.n_vocab,)).astype(np.float64)
+
+    def logprobs(self) -> np.ndarray:
+        return self._logprobs
+
+    def append(self, token: int) -> None:
+        self._decode([(token, self._pos[s], s, True) for s in range(self.n)])
+        self._pos = [p + 1 for p in self._pos]
+        self._logprobs = log_softmax(np.stack([self._row(s) for s in range(self.n)]))
+
+    def close(self) -> None:
+        if self._ctx:
+            self._L.llama_batch_free(self._batch)
+            self._L.llama_free(self._ctx)
+            self._ctx = None
+
+
+class LlamaMultiSequence:
+    def __init__(self, model_path: Path, n_threads: int) -> None:
+        self.model_path = Path(model_path)
+        self.n_threads = n_threads
+        self.model = None
+        self._lock = threading.Lock()
+
+    def prepare(self) -> None:
+        if self.model is not None:
+            return
+        try:
+            import llama_cpp
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ModelNotInstalledError("llama-cpp-python is not installed") from exc
+        self.lib = llama_cpp
+        from llama_cpp._logger import set_verbose
+        from llama_cpp._utils import suppress_stdout_stderr
+
+        set_verbose(False)  # llama.cpp's C log goes to stderr below ERROR otherwise (as Llama(verbose=False))
+        llama_cpp.llama_backend_init()
+        with suppress_stdout_stderr(disable=False):  # the vocab loader writes to stderr directly
+            self.model = llama_cpp.llama_model_load_from_file(
+                str(self.model_path).encode(), llama_cpp.llama_model_default_params()
+            )
+        if not self.model:
+            raise ModelNotInstalledError(f"llama.cpp could not load {self.model_path}")
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+
+    def tokenize(self, text: str) -> list[int]:
+        self.prepare()
+        data = text.encode("utf-8")
+        buf = (self.lib.llama_token * (len(data) + 16))()
+        n = self.lib.llama_tokenize(self.vocab, data, len(data), buf, len(buf), False, True)
+        return list(buf[:n])
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        self.prepare()
+        out = bytearray()
+        buf = ctypes.create_string_buffer(256)
+        for token in tokens:
+            n = self.lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+            out += buf.raw[:n]
+        return out.decode("utf-8", errors="replace")
+
+    def is_end(self, token: int) -> bool:
+        return bool(self.lib.llama_vocab_is_eog(self.vocab, token))
+
+    def end_tokens(self) -> list[int]:
+        self.prepare()
+        ids = {self.lib.llama_vocab_eos(self.vocab), self.lib.llama_vocab_eot(self.vocab)}
+        return sorted(t for t in ids if t >= 0)
+
+    def close(self) -> None:
+        """Free the model (sessions are freed when their ``with`` block ends)."""
+        if self.model is not None:
+            self.lib.llama_model_free(self.model)
+            self.model = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
+
+    @contextmanager
+    def session(self, prompts: Sequence[str], max_new_tokens: int) -> Iterator[Session]:
+        self.prepare()
+        with self._lock:
+            session = Session(self, [self.tokenize(p) for p in prompts], max_new_tokens)
+            try:
+                yield session
+            finally:
+                session.close()

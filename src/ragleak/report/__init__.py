@@ -1,0 +1,1 @@
+"""Reports over a grid run: summary.json, report.html, cells.jsonl, SARIF and JUnit for CI gates."""

@@ -1,0 +1,62 @@
+"""`ragleak report RUN_DIR` and `ragleak diff RUN_A RUN_B`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def report_command(
+    run_dir: Path = typer.Argument(..., help="a grid run directory"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+) -> None:
+    """Write report.html, summary.json, cells.jsonl, ragleak.sarif and junit.xml into RUN_DIR."""
+    from ragleak.audit.dashboard import render_table_one, render_table_two
+    from ragleak.report.build import build_report
+
+    paths = build_report(run_dir)
+    summary = json.loads(Path(paths["summary"]).read_text())
+    if as_json:
+        sys.stdout.write(json.dumps({"paths": paths, "summary": summary}, indent=2) + "\n")
+        return
+    console.print(render_table_one(summary["table_one"]))
+    console.print(render_table_two(summary["table_two"]))
+    table = Table(title="leakage per defense (mean over cells, 95% bootstrap interval)")
+    for col in ("defense", "metric", "mean", "interval"):
+        table.add_column(col)
+    for r in summary["levels"]:
+        table.add_row(r["defense"], r["metric"], f"{r['estimate']:.3g}", f"[{r['low']:.3g}, {r['high']:.3g}]")
+    console.print(table)
+    console.print(f"{summary['cells']} cells ({len(summary['errors'])} errors), {summary['model_calls']} model calls, "
+                  f"cache hit rate {summary['cache_hit_rate']:.0%}, "
+                  f"{summary['dedup']['cells_with_identical_transcripts']} cells with a transcript identical to another's")
+    console.print(f"report: {paths['report']}")
+
+
+def diff_command(
+    run_a: Path = typer.Argument(...),
+    run_b: Path = typer.Argument(...),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Show which per-defense metric levels moved between two runs (intervals that do not overlap)."""
+    from ragleak.report.diff import diff_runs
+
+    rows = diff_runs(run_a, run_b)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    table = Table(title=f"{run_a} -> {run_b}")
+    for col in ("defense", "metric", "A", "B", "delta", "moved"):
+        table.add_column(col)
+    fmt = lambda v: "-" if v is None else f"{v[0]:.3g} [{v[1]:.3g}, {v[2]:.3g}]"  # noqa: E731
+    for r in rows:
+        table.add_row(r["defense"], r["metric"], fmt(r["a"]), fmt(r["b"]),
+                      "-" if r["delta"] is None else f"{r['delta']:+.3g}", {True: "yes", False: "no", None: "-"}[r["moved"]])
+    console.print(table)

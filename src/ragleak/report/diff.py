@@ -1,0 +1,27 @@
+"""`ragleak diff RUN_A RUN_B`: per-defense metric levels in two runs and what moved (with intervals)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ragleak.report.summary import aggregate, load_run
+
+
+def diff_runs(run_a: Path, run_b: Path) -> list[dict[str, Any]]:
+    a = {(r["defense"], r["metric"]): r for r in aggregate(load_run(run_a))["levels"]}
+    b = {(r["defense"], r["metric"]): r for r in aggregate(load_run(run_b))["levels"]}
+    rows = []
+    for key in sorted(set(a) | set(b)):
+        ra, rb = a.get(key), b.get(key)
+        row: dict[str, Any] = {"defense": key[0], "metric": key[1],
+                               "a": None if ra is None else [ra["estimate"], ra["low"], ra["high"]],
+                               "b": None if rb is None else [rb["estimate"], rb["low"], rb["high"]]}
+        if ra and rb:
+            row["delta"] = rb["estimate"] - ra["estimate"]
+            # moved = the two 95% intervals do not overlap (conservative)
+            row["moved"] = rb["low"] > ra["high"] or rb["high"] < ra["low"]
+        else:
+            row["delta"], row["moved"] = None, None
+        rows.append(row)
+    return rows

@@ -1,0 +1,117 @@
+"""report.html: one self-contained page (inline CSS and SVG, no network) rendered from the summary."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from ragleak.records import HOOK_NAMES
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,'DejaVu Sans',sans-serif;margin:2rem auto;max-width:1100px;color:#1d2330;padding:0 1rem}
+h1{font-size:1.6rem;margin-bottom:.2rem} h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #dde;padding-bottom:.2rem}
+.sub{color:#667} table{border-collapse:collapse;margin:.6rem 0;font-size:12.5px} th,td{border:1px solid #dde;padding:3px 7px;text-align:left}
+th{background:#f3f5fa} .active{background:#e3f6e6} .pattern-limited{background:#fff4d6} .pass-through{background:#fde2e2}
+.not-overridden{color:#999} .no{color:#a33} .yes{color:#286b35} .cards{display:flex;gap:1rem;flex-wrap:wrap}
+.card{border:1px solid #dde;border-radius:6px;padding:.6rem .9rem;min-width:9rem} .card b{display:block;font-size:1.4rem}
+.fig{margin:.5rem 0} code{background:#f3f5fa;padding:0 3px;border-radius:3px}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    return f"{x:.{digits}g}" if isinstance(x, float) else _e(x)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _td(text: Any, cls: str = "") -> str:
+    return f'<td class="{cls}">{_e(text)}</td>' if cls else f"<td>{_e(text)}</td>"
+
+
+def table_one_html(rows: list[dict]) -> str:
+    out = []
+    for row in rows:
+        cells = [_td(row["defense"]), _td(row["status"])]
+        for hook in HOOK_NAMES:
+            c = row["hooks"][hook]
+            dyn = c["dynamic"]
+            text = c["static"] + ("" if not dyn else f" ({dyn['changed']}/{dyn['calls']})")
+            cells.append(_td(text, c["static"]))
+        cells.append(_td("; ".join(row["problems"]) or "-"))
+        out.append(cells)
+    return _table(["defense", "status", *HOOK_NAMES, "problems"], out)
+
+
+def table_two_html(cells: list[dict]) -> str:
+    rows = []
+    for c in cells:
+        interval = "-" if c.get("low") is None else f"[{_num(c['low'])}, {_num(c['high'])}]"
+        rows.append([_td(c["defense"]), _td(c["metric"]), _td(", ".join(c["channels"])), _td(_num(c["delta"])),
+                     _td(interval), _td("yes" if c["interpretable"] else "no", "yes" if c["interpretable"] else "no"),
+                     _td(c["reason"])])
+    return _table(["defense", "metric", "channels", "delta vs none", "95% interval", "interpretable", "why"], rows)
+
+
+def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>ragleak report</title><style>{_CSS}</style></head><body>",
+             "<h1>ragleak report</h1>",
+             f"<p class='sub'>run <code>{_e(summary['run'])}</code></p>",
+             "<div class='cards'>"]
+    for label, value in [("cells", summary["cells"]), ("ok", summary["ok"]), ("errors", len(summary["errors"])),
+                         ("model calls", summary["model_calls"]), ("cache hit rate", f"{summary['cache_hit_rate']:.0%}"),
+                         ("identical transcripts", summary["dedup"]["cells_with_identical_transcripts"])]:
+        parts.append(f"<div class='card'>{_e(label)}<b>{_e(value)}</b></div>")
+    parts.append("</div>")
+    parts.append("<h2>Audit dashboard — Table I: is each defense on the path it claims?</h2>")
+    parts.append("<p class='sub'>static status from the source (ast); in brackets: calls in this run where the hook "
+                 "changed its input / calls.</p>" + table_one_html(summary["table_one"]))
+    parts.append("<h2>Table II: leakage deltas against the undefended baseline</h2>")
+    parts.append("<p class='sub'>a reading is interpretable only where an active hook of the defense reaches the "
+                 "channel the metric observes.</p>" + table_two_html(summary["table_two"]))
+    parts.append("<h2>Leakage per defense</h2>")
+    for key, svg in figures.items():
+        if key.startswith("bars:") and svg:
+            parts.append(f"<div class='fig'>{svg}</div>")
+    level_rows = [[_td(r["defense"]), _td(r["metric"]), _td(_num(r["estimate"])), _td(f"[{_num(r['low'])}, {_num(r['high'])}]"),
+                   _td(f"{r['n_unique']} of {r['n_runs']}")] for r in summary["levels"]]
+    parts.append(_table(["defense", "metric", "mean", "95% interval", "distinct cells used"], level_rows))
+    if figures.get("roc"):
+        parts.append("<h2>Membership inference</h2>" + f"<div class='fig'>{figures['roc']}</div>")
+    canary = [r for r in summary["cells_table"] if "canaries_recovered" in r["metrics"]]
+    if canary:
+        parts.append("<h2>Canaries recovered</h2>")
+        parts.append(_table(["cell", "recovered", "of"], [[_td(r["label"]), _td(r["metrics"]["canaries_recovered"]),
+                                                          _td(r["metrics"]["canaries_total"])] for r in canary]))
+    parts.append("<h2>Privacy guarantees: epsilon(T)</h2>")
+    if figures.get("eps"):
+        parts.append(f"<div class='fig'>{figures['eps']}</div>")
+    g_rows = [[_td(g["defense"]), _td("-" if g["epsilon"] is None else g["epsilon"]), _td(g["guarantee"]["unit"]["kind"]),
+               _td(g["guarantee"]["scope"]["kind"]), _td(g["guarantee"]["boundary"]),
+               _td(", ".join(f"T={p['queries']}: {_num(p['eps'])}" for p in g["curve"]) or "no formal guarantee")]
+              for g in summary["guarantees"]]
+    parts.append(_table(["defense", "eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows))
+    parts.append("<h2>All cells</h2>")
+    cell_rows = [[_td(c["label"]), _td(c["status"]), _td(json.dumps(c["metrics"])), _td(c["model_calls"]),
+                  _td(c["cache_hits"]), _td(c["seconds"])] for c in summary["cells_table"]]
+    parts.append(_table(["cell", "status", "metrics", "model calls", "cache hits", "seconds"], cell_rows))
+    if summary["errors"]:
+        parts.append("<h2>Errors</h2>" + _table(["cell", "error"], [[_td(e["label"]), _td(e["error"])] for e in summary["errors"]]))
+    parts.append("<p class='sub'>Reproduce: <code>ragleak report RUN_DIR</code> over the same run directory.</p></body></html>")
+    return "".join(parts)
+
+
+def write(summary: dict[str, Any], figures: dict[str, str | None], path: Path) -> Path:
+    from ragleak.rag.files import atomic_write_text
+
+    atomic_write_text(path, render(summary, figures))
+    return path

@@ -1,0 +1,85 @@
+"""Figures as inline SVG strings (matplotlib, Agg backend), so report.html is self-contained."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def leakage_bars(levels: list[dict[str, Any]], metric: str) -> str | None:
+    rows = [r for r in levels if r["metric"] == metric]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 2.8))
+    names = [r["defense"] for r in rows]
+    est = [r["estimate"] for r in rows]
+    err = [[r["estimate"] - r["low"] for r in rows], [r["high"] - r["estimate"] for r in rows]]
+    ax.bar(names, est, yerr=err, capsize=4, color="#4c72b0")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} per defense (mean over cells, 95% bootstrap interval)", fontsize=9)
+    ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    return _svg(fig)
+
+
+def epsilon_curves(guarantees: list[dict[str, Any]]) -> str | None:
+    curves = [g for g in guarantees if g["curve"]]
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 3.0))
+    for g in curves:
+        pts = [(p["queries"], p["eps"]) for p in g["curve"] if p["eps"] is not None and p["eps"] != float("inf")
+               and not isinstance(p["eps"], str)]
+        if pts:
+            label = g["defense"] + ("" if g["epsilon"] is None else f" (eps={g['epsilon']:g})")
+            ax.plot(*zip(*pts), marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("queries T")
+    ax.set_ylabel("epsilon(T)")
+    ax.set_title("epsilon after T queries (tight accountant)", fontsize=9)
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def roc_curves(run_dir: Path, records) -> str | None:
+    from sklearn.metrics import roc_curve
+
+    fig, ax = plt.subplots(figsize=(4.2, 4.0))
+    drawn = 0
+    for r in records:
+        if r.status != "ok" or not any(k.startswith("mi_auc_") for k in r.metrics):
+            continue
+        path = Path(run_dir) / "transcripts" / f"{r.cell_id}.json"
+        if not path.exists():
+            continue
+        membership = [m for m in json.loads(path.read_text())["membership"] if m.get("member") is not None]
+        if not membership:
+            continue
+        scorer = sorted(membership[0]["scores"])[0]
+        fpr, tpr, _ = roc_curve([int(m["member"]) for m in membership], [m["scores"][scorer] for m in membership])
+        ax.plot(fpr, tpr, label=f"{r.spec.defense} ({scorer}, seed {r.spec.seed})")
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=0.8)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.set_title("membership inference ROC", fontsize=9)
+    ax.legend(fontsize=6)
+    return _svg(fig)

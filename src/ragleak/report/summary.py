@@ -1,0 +1,157 @@
+"""Aggregate a run directory into the summary every report output is rendered from.
+
+Per-defense readings use the cell as the resampling unit, after dropping deterministic
+duplicates (cells whose transcripts are byte-identical, e.g. an epsilon that is inert for a
+non-DP defense), and pair each defended cell with the baseline cell run under the same
+conditions (attack, corpus, mode, epsilon, seed).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ragleak.errors import RagleakError
+from ragleak.grid.metrics import registered_metric
+from ragleak.grid.store import CellRecord, RunStore
+
+log = logging.getLogger(__name__)
+
+BASELINE = "none"
+CARD_QUERIES = (1, 10, 100, 1000)
+
+
+def _condition(r: CellRecord) -> tuple:
+    s = r.spec
+    return (s.attack, s.corpus, s.mode, s.epsilon, s.seed, s.budget)
+
+
+def load_run(run_dir: Path) -> list[CellRecord]:
+    store = RunStore(run_dir)
+    if not (Path(run_dir) / "plan.json").exists():
+        raise RagleakError(f"{run_dir} is not a ragleak run directory (no plan.json); run `ragleak grid --out DIR` first")
+    return store.records()
+
+
+def per_defense_values(records: list[CellRecord]) -> dict[str, dict[str, list[tuple[tuple, float, str]]]]:
+    """{defense: {metric key: [(condition, value, transcript digest), ...]}} over ok cells."""
+    out: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r.status != "ok":
+            continue
+        for key, value in r.metrics.items():
+            if registered_metric(key) and isinstance(value, (int, float)):
+                out[r.spec.defense][key].append((_condition(r), float(value), r.transcript_digest or r.cell_id))
+    return out
+
+
+def aggregate(records: list[CellRecord], seed: int = 0) -> dict[str, Any]:
+    from ragleak.metrics.stats import bootstrap_mean, paired_bootstrap_delta
+
+    values = per_defense_values(records)
+    levels, deltas = [], []
+    for defense, metrics in sorted(values.items()):
+        for key, rows in sorted(metrics.items()):
+            iv = bootstrap_mean([v for _, v, _ in rows], fingerprints=[d for _, _, d in rows], seed=seed)
+            levels.append({"defense": defense, "metric": key, **iv.to_dict()})
+            if defense == BASELINE or BASELINE not in values or key not in values[BASELINE]:
+                continue
+            base = {c: (v, d) for c, v, d in values[BASELINE][key]}
+            pairs = [(v, base[c][0], (d, base[c][1])) for c, v, d in rows if c in base]
+            if not pairs:
+                continue
+            iv = paired_bootstrap_delta([p[0] for p in pairs], [p[1] for p in pairs],
+                                        fingerprints=[p[2] for p in pairs], seed=seed)
+            deltas.append({"defense": defense, "metric": key, "delta": iv.estimate, "low": iv.low,
+                           "high": iv.high, "pairs": len(pairs), "unique_pairs": iv.n_unique})
+    return {"levels": levels, "deltas": deltas}
+
+
+def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any]:
+    """Table I (static inventory + dynamic activity from the cells' hook summaries) and Table II."""
+    from ragleak.audit.dashboard import MetricReading, table_one, table_two
+    from ragleak.audit.inventory import inventory_class
+    from ragleak.audit.trace import HookActivity
+    from ragleak.defenses import DEFENSES
+
+    defenses = sorted({r.spec.defense for r in records})
+    inventories, activity = [], {}
+    for name in defenses:
+        try:
+            inventories.extend(_named(inventory_class(DEFENSES.get(name)), name))
+        except Exception as exc:  # an unimportable defense is shown as a problem, not a crash
+            log.warning("cannot audit defense %s: %s", name, exc)
+            continue
+        totals: dict[str, dict[str, int]] = defaultdict(lambda: {"changed": 0, "calls": 0})
+        for r in records:
+            if r.spec.defense == name:
+                for hook, row in r.hook_summary.items():
+                    totals[hook]["changed"] += row["changed"]
+                    totals[hook]["calls"] += row["calls"]
+        activity[name] = {hook: HookActivity(defense=name, hook=hook, **row) for hook, row in totals.items()}
+    audited = {inv.defense for inv in inventories}
+    readings = [MetricReading(defense=d["defense"], metric=d["metric"], delta=d["delta"], low=d["low"], high=d["high"])
+                for d in deltas if d["defense"] in audited]
+    return {
+        "table_one": table_one(inventories, activity),
+        "table_two": table_two(readings, inventories, activity, channels_of=lambda key: _channels(key)),
+    }
+
+
+def _named(inv, name: str):
+    return [inv.model_copy(update={"defense": name})] if inv.defense != name else [inv]
+
+
+def _channels(metric_key: str):
+    from ragleak.metrics import metric_channels
+
+    return metric_channels(registered_metric(metric_key))
+
+
+def guarantee_curves(records: list[CellRecord]) -> list[dict[str, Any]]:
+    from ragleak.accounting.composition import epsilon_after
+    from ragleak.accounting.guarantee import Guarantee
+
+    seen, out = set(), []
+    for r in records:
+        if r.status != "ok" or not r.guarantee:
+            continue
+        key = (r.spec.defense, r.spec.epsilon, repr(r.guarantee))
+        if key in seen:
+            continue
+        seen.add(key)
+        g = Guarantee.model_validate(r.guarantee)
+        points = [epsilon_after(g, t).model_dump(mode="json") for t in CARD_QUERIES] if g.is_formal else []
+        out.append({"defense": r.spec.defense, "epsilon": r.spec.epsilon, "guarantee": r.guarantee, "curve": points})
+    return out
+
+
+def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
+    records = load_run(run_dir)
+    ok = [r for r in records if r.status == "ok"]
+    digests = [r.transcript_digest for r in ok]
+    agg = aggregate(records, seed=seed)
+    calls = sum(r.model_calls for r in records)
+    hits = sum(r.cache_hits for r in records)
+    return {
+        "schema_version": 1,
+        "run": str(run_dir),
+        "cells": len(records),
+        "ok": len(ok),
+        "errors": [{"cell_id": r.cell_id, "label": r.spec.label, "error": r.error} for r in records if r.status == "error"],
+        "model_calls": calls,
+        "cache_hits": hits,
+        "cache_hit_rate": round(hits / (calls + hits), 4) if calls + hits else 0.0,
+        "dedup": {"cells_with_identical_transcripts": len(digests) - len(set(digests)),
+                  "distinct_transcripts": len(set(digests))},
+        "seconds": round(sum(r.timings.get("total_s", 0.0) for r in records), 2),
+        **agg,
+        **audit_tables(records, agg["deltas"]),
+        "guarantees": guarantee_curves(records),
+        "cells_table": [{"cell_id": r.cell_id, "label": r.spec.label, "status": r.status,
+                         "metrics": {k: v for k, v in r.metrics.items() if not isinstance(v, list)},
+                         "model_calls": r.model_calls, "cache_hits": r.cache_hits,
+                         "seconds": r.timings.get("total_s")} for r in records],
+    }

