@@ -8,6 +8,8 @@ behind.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import re
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterable, Sequence
@@ -80,13 +82,14 @@ def placeholder(span: Span, _original: str) -> str:
     return f"<{span.label}>"
 
 
-class MaskingDefense(Defense):
+class MaskingDefense(Defense, ABC):
     """Masks the released answer (``postprocess``) with ``mask``; subclasses supply the detector."""
 
     hooks: ClassVar[frozenset[HookName]] = frozenset({"postprocess"})
 
+    @abstractmethod
     def spans(self, text: str) -> list[Span]:
-        raise NotImplementedError
+        """The sensitive spans of ``text`` (the detector: regexes, or Presidio)."""
 
     def mask(self, text: str) -> str:
         return replace_spans(text, self.spans(text), placeholder)
