@@ -61,6 +61,8 @@ def presidio_analyzer():
         ner_model_configuration=NerModelConfiguration(model_to_presidio_entity_mapping=mapping, labels_to_ignore=ignore),
     )
     engine.nlp = {"en": spacy_pipeline()}  # already loaded: Presidio's load() would try to download
+    # Presidio logs a warning for each recognizer of a language we do not load (pl, es, ...)
+    logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
     analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=["en"])
     # Presidio's e-mail recognizer needs a valid TLD; an answer truncated mid-address still leaks it
     analyzer.registry.add_recognizer(PatternRecognizer(
