@@ -77,3 +77,23 @@ def test_several_processes_share_one_cache(tmp_path):
     # every prompt was computed at least once and at most once per process
     total = sum(calls for _, calls, _ in results)
     assert 40 <= total <= 120
+
+
+def _open_and_write(path, worker, queue):
+    gen = CachedGenerator(CountingGenerator(), GenerationCache(path))
+    queue.put((worker, gen.generate(_msgs(f"worker {worker}")).text))
+
+
+def test_processes_creating_a_new_cache_at_once_do_not_collide(tmp_path):
+    path = tmp_path / "fresh.sqlite"  # nobody creates it first: every process races to set it up
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_open_and_write, args=(path, w, queue)) for w in range(4)]
+    for p in procs:
+        p.start()
+    results = dict(queue.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert results == {w: f"worker {w}"[::-1] for w in range(4)}
+    assert len(GenerationCache(path)) == 4

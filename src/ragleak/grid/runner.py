@@ -21,6 +21,7 @@ from ragleak.errors import ConfigError
 from ragleak.grid.cell import execute_cell
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.store import CellRecord, RunStore
+from ragleak.rag.cache import GenerationCache
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,8 @@ def run_grid(
     if progress:
         progress(state)
     workers = max(1, workers or os.cpu_count() or 1)
+    # create the shared generation cache before any worker opens it
+    GenerationCache(Path(out) / "generations.sqlite")
     if executor == "local":
         _run_local(todo, str(out), workers, state, progress)
     elif executor == "ray":

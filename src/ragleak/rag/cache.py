@@ -41,9 +41,23 @@ class GenerationCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._connect() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(_SCHEMA)
+        self._initialise()
+
+    def _initialise(self, attempts: int = 50) -> None:
+        """Switch the file to WAL (persistent) and create the table. Several processes may open a
+        new cache at the same instant; switching the journal mode does not wait on SQLite's busy
+        handler, so a "database is locked" here is retried with backoff."""
+        for attempt in range(attempts):
+            try:
+                conn = self._connect()
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(_SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == attempts - 1:
+                    raise
+                time.sleep(min(0.05 * 2 ** attempt, 1.0))
 
     def _connect(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
