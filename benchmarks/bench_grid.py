@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -46,7 +46,9 @@ def measure(executor: str, workers: int, seeds: int, budget: int) -> dict:
         resume_noop = time.perf_counter() - t0
         warm = Path(tmp) / "warm"
         warm.mkdir()
-        shutil.copy(run / "generations.sqlite", warm / "generations.sqlite")
+        # the SQLite backup API copies committed pages still in the WAL file too (a file copy would not)
+        with sqlite3.connect(run / "generations.sqlite") as src, sqlite3.connect(warm / "generations.sqlite") as dst:
+            src.backup(dst)
         t0 = time.perf_counter()
         warm_state = run_grid(config, warm, executor=executor, workers=workers)
         warm_wall = time.perf_counter() - t0

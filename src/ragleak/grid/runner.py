@@ -73,6 +73,8 @@ def run_grid(
     address: str | None = None,
     progress: ProgressFn | None = None,
 ) -> Progress:
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"unknown executor {executor!r}; use local or ray")
     cells = config.expand()
     store = RunStore(out)
     store.init(config, cells)
@@ -83,12 +85,11 @@ def run_grid(
     workers = max(1, workers or os.cpu_count() or 1)
     # create the shared generation cache before any worker opens it
     GenerationCache(Path(out) / "generations.sqlite")
-    if executor == "local":
+    # a finished grid starts no executor (a Ray cluster takes seconds to come up)
+    if todo and executor == "local":
         _run_local(todo, str(out), workers, state, progress)
-    elif executor == "ray":
+    elif todo:
         _run_ray(todo, str(out), workers, address, state, progress)
-    else:
-        raise ConfigError(f"unknown executor {executor!r}; use local or ray")
     store.write_cells_jsonl()
     return state
 
