@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from ragleak.lcs import lcs_length
+
 EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,10}\b")
 PHONE = re.compile(r"(?:\+?1[ .-]?)?\(?\b\d{3}\)?[ .-]?\d{3}[ .-]\d{4}\b")
 # a crude person-name candidate: two or three capitalised words (attacker belief only, not a metric)
@@ -53,22 +55,10 @@ def tokens(text: str) -> list[str]:
     return [t.lower() for t in WORD.findall(text)]
 
 
-def _lcs(a: list[str], b: list[str]) -> int:
-    if not a or not b:
-        return 0
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b):
-            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
-        prev = cur
-    return prev[-1]
-
-
 def rouge_l(candidate: str, reference: str) -> tuple[float, float, float]:
     """ROUGE-L (precision, recall, F1) over lower-cased ``\\w+`` tokens (no stemming)."""
     c, r = tokens(candidate), tokens(reference)
-    lcs = _lcs(c, r)
+    lcs = lcs_length(c, r)
     if lcs == 0:
         return 0.0, 0.0, 0.0
     p, rec = lcs / len(c), lcs / len(r)

@@ -24,6 +24,7 @@ from typing import ClassVar, Iterable, Sequence
 
 import numpy as np
 
+from ragleak.lcs import lcs_length
 from ragleak.metrics.base import Metric
 from ragleak.metrics.verbatim import leaked_passages, longest_common_run
 from ragleak.records import Passage, Trace
@@ -34,23 +35,6 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 def tokens(text: str) -> list[str]:
     """Lower-cased alphanumeric word tokens (rouge-score's default tokenizer, without stemming)."""
     return _TOKEN.findall(text.lower())
-
-
-def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common subsequence of two token sequences (bit-parallel)."""
-    if not a or not b:
-        return 0
-    if len(a) < len(b):
-        a, b = b, a
-    masks: dict[str, int] = {}
-    for i, tok in enumerate(a):
-        masks[tok] = masks.get(tok, 0) | (1 << i)
-    full = (1 << len(a)) - 1
-    v = full
-    for tok in b:
-        u = v & masks.get(tok, 0)
-        v = ((v + u) | (v - u)) & full
-    return len(a) - bin(v).count("1")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from ragleak.lcs import lcs_length
 from ragleak.records import Trace
 
 _TOKEN = re.compile(r"\w+")
@@ -29,19 +30,6 @@ _PASSAGE = re.compile(r"^Passage \d+: (.*)$")
 
 def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
-
-
-def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common subsequence (O(|a|·|b|) time, O(|b|) memory)."""
-    if not a or not b:
-        return 0
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b, start=1):
-            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
-        prev = cur
-    return prev[-1]
 
 
 def rouge_l_recall(sentence: str, passage: str) -> float:
