@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 TRANSCRIPT_SCHEMA_VERSION = 1
 
 ThreatModel = Literal["black-box", "needs-retrieved-ids"]
+#: How an attack's single queries reach the target (the grid's ``mode`` axis): each in a fresh
+#: session, or chained into conversations of ``MULTI_TURNS`` turns, so the history travels with
+#: every later turn and a per-conversation defense (ca-dp) composes its budget over them.
+SessionMode = Literal["single", "multi"]
+MULTI_TURNS = 3  # PM's default conversation length (algorithms.md 1.6)
 
 # What a failing target call may raise. Targets are outside our control (an HTTP endpoint, a user
 # callable, a pipeline with a user defense): these are recorded as errors, not crashes.
@@ -104,6 +109,7 @@ class Transcript(BaseModel):
     attack: str
     attack_version: str
     threat_model: ThreatModel
+    mode: SessionMode = "single"
     params: dict[str, Any]
     seed: int
     budget: int
@@ -130,14 +136,26 @@ class Transcript(BaseModel):
 
 
 class QuerySession:
-    """The attack's only door to the corpus: a budgeted, recording wrapper around a target."""
+    """The attack's only door to the corpus: a budgeted, recording wrapper around a target.
 
-    def __init__(self, target: Target, budget: int, seed: int) -> None:
+    In ``multi`` mode, ``ask`` sends each query as the next turn of a rolling conversation that
+    restarts every ``turns`` turns; conversations an attack opens itself are unaffected.
+    """
+
+    def __init__(self, target: Target, budget: int, seed: int, mode: SessionMode = "single",
+                 turns: int = MULTI_TURNS) -> None:
+        if mode not in ("single", "multi"):
+            raise ConfigError(f"session mode must be 'single' or 'multi', got {mode!r}")
+        if turns < 1:
+            raise ConfigError(f"turns per conversation must be >= 1, got {turns}")
         self.target = target
         self.budget = budget
         self.seed = seed
+        self.mode: SessionMode = mode
+        self.turns = turns
         self.records: list[QueryRecord] = []
         self._conversations = 0
+        self._rolling: SessionConversation | None = None
 
     @property
     def used(self) -> int:
@@ -152,7 +170,12 @@ class QuerySession:
         return bool(getattr(self.target, "exposes_retrieved_ids", False))
 
     def ask(self, query: str, phase: str = "attack") -> QueryRecord | None:
-        """One single-turn query; None when the budget is spent (nothing is sent)."""
+        """One query (single mode: a fresh session; multi: the rolling conversation's next turn);
+        None when the budget is spent (nothing is sent)."""
+        if self.mode == "multi":
+            if self._rolling is None or self._rolling.turns >= self.turns:
+                self._rolling = self.conversation()
+            return self._rolling.ask(query, phase)
         return self._call(query, phase, lambda: self.target.answer(query, ()), None, 0)
 
     def conversation(self) -> "SessionConversation":
@@ -236,18 +259,18 @@ class Attack(ABC):
         return self.default_budget
 
     def run(self, target: Target, budget: int | None = None, seed: int = 0,
-            corpus_view: CorpusView | None = None) -> Transcript:
+            corpus_view: CorpusView | None = None, mode: SessionMode = "single") -> Transcript:
         view = corpus_view or CorpusView()
         if self.threat_model == "needs-retrieved-ids" and not getattr(target, "exposes_retrieved_ids", False):
             raise ConfigError(f"attack {self.name!r} needs a target that exposes retrieved ids")
         budget = self.budget_for(view) if budget is None else budget
         if budget < 0:
             raise ConfigError(f"budget must be >= 0, got {budget}")
-        session = QuerySession(target, budget, seed)
+        session = QuerySession(target, budget, seed, mode=mode)
         t0 = time.perf_counter()
         result = self.execute(session, view.attacker_view())
         transcript = Transcript(
-            attack=self.name, attack_version=self.version, threat_model=self.threat_model,
+            attack=self.name, attack_version=self.version, threat_model=self.threat_model, mode=mode,
             params=self.params.model_dump(mode="json"), seed=seed, budget=budget,
             target=getattr(target, "name", type(target).__name__),
             exposes_retrieved_ids=session.exposes_retrieved_ids, queries=session.records,

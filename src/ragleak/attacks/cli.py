@@ -51,6 +51,8 @@ def attack_command(
     defense: str = typer.Option("none", "--defense", help="defense name (built-in pipeline only)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="query budget (default: the attack's)"),
     seed: int = typer.Option(0, "--seed", help="attack seed"),
+    mode: str = typer.Option("single", "--mode", help="single: every query in a fresh session; multi: queries "
+                             "chained into 3-turn conversations (history included)"),
     params: Optional[str] = typer.Option(None, "--params", help='attack parameters as JSON, e.g. \'{"turns": 2}\''),
     view: Optional[Path] = typer.Option(None, "--view", help="corpus view JSON (MI candidates and labels, canary secrets)"),
     out: Path = typer.Option(..., "--out", help="transcript JSON to write"),
@@ -66,6 +68,8 @@ def attack_command(
         raise typer.BadParameter("give exactly one of --index or --endpoint")
     if budget is not None and budget < 0:
         raise typer.BadParameter("--budget must be >= 0")
+    if mode not in ("single", "multi"):
+        raise typer.BadParameter("--mode must be single or multi")
     attack_cls = ATTACKS.get(name)
     attack = attack_cls(**_params(params))
     corpus_view = _read_view(view)
@@ -83,7 +87,7 @@ def attack_command(
         target = PipelineTarget(make_pipeline(load_index(index, cfg), cfg, make_defense(defense)))
     if hasattr(attack, "use_stack"):
         attack.use_stack(cfg)  # attacks with an attacker LLM build it from the same stack config
-    transcript = attack.run(target, budget=budget, seed=seed, corpus_view=corpus_view)
+    transcript = attack.run(target, budget=budget, seed=seed, corpus_view=corpus_view, mode=mode)  # type: ignore[arg-type]
     atomic_write_text(out, transcript.to_json())
     summary = {"attack": transcript.attack, "out": str(out), "queries": len(transcript.queries),
                "errors": transcript.errors, "extracted": len(transcript.extracted),

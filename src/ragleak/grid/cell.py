@@ -91,11 +91,7 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
     t0 = time.perf_counter()
     generator = None
     try:
-        attack_cls = ATTACKS.get(spec.attack)
-        attack_params = dict(spec.attack_params)
-        if "mode" in attack_cls.Params.model_fields and "mode" not in attack_params:
-            attack_params["mode"] = spec.mode
-        attack = attack_cls(**attack_params)
+        attack = ATTACKS.get(spec.attack)(**spec.attack_params)
         documents = load_corpus(spec.corpus, **spec.corpus_params)
         indexed, view = prepare_corpus(attack, documents, spec.seed)
         index = _index(indexed, spec)
@@ -104,10 +100,8 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
         pipeline = RAGPipeline(index, generator, defense, top_k=spec.stack.top_k, candidate_k=spec.stack.candidate_k,
                                system_prompt=spec.stack.system_prompt, ctx=RunContext(seed=spec.seed))
         t_setup = time.perf_counter() - t0
-        transcript = attack.run(PipelineTarget(pipeline), budget=spec.budget, seed=spec.seed, corpus_view=view)
-        if spec.mode == "multi" and not any(q.conversation is not None for q in transcript.queries):
-            # an attack without a multi-turn form still runs; the record says so
-            transcript.state["mode_note"] = "attack has no multi-turn variant; ran single-turn"
+        transcript = attack.run(PipelineTarget(pipeline), budget=spec.budget, seed=spec.seed, corpus_view=view,
+                                mode=spec.mode)
         text = transcript.to_json()
         store.write_transcript(spec.cell_id, text)
         record = CellRecord(
