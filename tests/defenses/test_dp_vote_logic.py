@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ragleak.context import RunContext
-from ragleak.defenses.dp_vote import DPVote, parse_rag_messages
+from ragleak.defenses.dp_vote import DPVote
 from ragleak.errors import RagleakError
-from ragleak.rag.prompt import DEFAULT_SYSTEM_PROMPT, ChatMessage, build_rag_messages
+from ragleak.rag.prompt import DEFAULT_SYSTEM_PROMPT, ChatMessage, build_rag_messages, parse_rag_messages
 from ragleak.records import Passage, Turn
 
 PASSAGES = [Passage(id=f"d{i}#0", doc_id=f"d{i}", text=f"fact number {i}") for i in range(7)]

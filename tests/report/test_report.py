@@ -20,7 +20,7 @@ pytestmark = pytest.mark.model
 GRID = {
     "name": "report-test",
     "attacks": ["ps"],
-    "defenses": ["none", "pad-regex", "dp-retrieval"],
+    "defenses": ["none", "pad-regex", "dp-retrieval", "private-rag"],
     "corpora": ["synthetic-corp"],
     "epsilons": [1.0],
     "seeds": [0, 1],
@@ -42,7 +42,7 @@ def run_dir(tmp_path_factory):
 def test_every_output_is_written_and_consistent(run_dir):
     paths = build_report(run_dir)
     summary = json.loads(open(paths["summary"]).read())
-    assert summary["cells"] == 6 and summary["ok"] == 6
+    assert summary["cells"] == 8 and summary["ok"] == 8
     defenses = {row["defense"]: row for row in summary["table_one"]}
     assert defenses["none"]["status"] == "baseline"
     pad = defenses["pad-regex"]["hooks"]["postprocess"]
@@ -59,9 +59,13 @@ def test_every_output_is_written_and_consistent(run_dir):
     assert sarif["version"] == "2.1.0"
     suites = ET.parse(paths["junit"]).getroot()
     assert {s.get("name") for s in suites} == {"cells", "audit"}
-    assert len(open(paths["cells"]).read().splitlines()) == 6
+    assert len(open(paths["cells"]).read().splitlines()) == 8
+    # Private-RAG's U(t): one curve per seed, every query logged and scored against the baseline's answer
+    curves = summary["utility_curves"]
+    assert len(curves) == 2 and all(len(c["points"]) == 2 and c["baseline_cell"] for c in curves)
+    assert all(p["quality"] is not None and p["active_docs"] <= 16 for c in curves for p in c["points"])
     page = open(paths["report"]).read()
-    assert "Table I" in page and "<svg" in page
+    assert "Table I" in page and "<svg" in page and "U(t)" in page
     # self-contained: nothing to fetch (XML namespace URIs inside the SVGs are names, not loads)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page) and "<link" not in page and "<script" not in page
 

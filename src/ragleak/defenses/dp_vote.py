@@ -35,11 +35,10 @@ from pydantic import Field
 from ragleak.accounting.guarantee import DocumentUnit, Guarantee, PerResponse
 from ragleak.defenses._vote import SparseVoteReleaser, VoteReleaser, candidate_domain, vote_histogram
 from ragleak.defenses.base import Defense, DefenseParams
-from ragleak.errors import RagleakError
 from ragleak.rag.generator import Generator
-from ragleak.rag.multiseq import LlamaMultiSequence
-from ragleak.rag.prompt import ChatMessage, build_rag_messages, format_context
-from ragleak.records import HookName, Passage, Turn
+from ragleak.rag.multiseq import LlamaMultiSequence, decoder_for
+from ragleak.rag.prompt import ChatMessage, build_rag_messages, parse_rag_messages
+from ragleak.records import HookName, Passage
 
 
 class DPVoteParams(DefenseParams):
@@ -50,20 +49,6 @@ class DPVoteParams(DefenseParams):
     domain_size: int = Field(default=20, ge=1, description="public top-c candidate tokens per step")
     max_discoveries: int = Field(default=10, ge=1, description="sparse: c private releases per answer")
     svt_threshold: float | None = Field(default=None, description="sparse: theta; default voters / 2")
-
-
-def parse_rag_messages(messages: Sequence[ChatMessage], passages: list[Passage]) -> tuple[str, str, list[Turn]]:
-    """(system prompt, query, history) of messages laid out by ``build_rag_messages``; raises if
-    the layout is different, so a voter prompt is never built from a misread query."""
-    if len(messages) < 2 or messages[0].role != "system" or messages[-1].role != "user" or len(messages) % 2:
-        raise RagleakError("dp-vote expects messages built by build_rag_messages (system, history, user)")
-    system, content = messages[0].content, messages[-1].content
-    prefix = f"Context:\n{format_context(passages)}\n\nQuestion: " if passages else "Question: "
-    query = content[len(prefix):] if content.startswith(prefix) else content
-    history = [Turn(query=u.content, answer=a.content) for u, a in zip(messages[1:-1:2], messages[2:-1:2])]
-    if build_rag_messages(query, passages, system, history) != list(messages):
-        raise RagleakError("dp-vote could not rebuild the prompt from its messages; unsupported layout")
-    return system, query, history
 
 
 class DPVote(Defense):
@@ -84,11 +69,7 @@ class DPVote(Defense):
         return [[passages[j] for j in order[i::m]] for i in range(m)]
 
     def decoder(self, generator: Generator) -> LlamaMultiSequence:
-        path, threads = getattr(generator, "path", None), getattr(generator, "n_threads", None)
-        if path is None or threads is None:
-            raise RagleakError("dp-vote needs a llama.cpp generator (LlamaCppGenerator, optionally cached)")
-        if self._decoder is None or self._decoder.model_path != path:
-            self._decoder = LlamaMultiSequence(path, threads)
+        self._decoder = decoder_for(generator, self._decoder)
         return self._decoder
 
     def releaser(self) -> VoteReleaser | SparseVoteReleaser:

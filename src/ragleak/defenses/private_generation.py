@@ -1,15 +1,14 @@
 """Single-query pure-DP answer generation by voting over public candidate tokens.
 
-This is the per-query mechanism ``private-rag`` (and ``ca-dp``'s generation mode) run on the
-passages they selected; a simplified member of the sample-and-aggregate family of Koga et al.
-(algorithms.md §7), honestly different from it in one way: the vote is over a *public* candidate
-set instead of the whole vocabulary.
+This is the per-query mechanism ``private-rag`` runs on the passages it selected; a simplified
+member of the sample-and-aggregate family of Koga et al. (algorithms.md §7), honestly different
+from it in one way: the vote is over a *public* candidate set instead of the whole vocabulary.
 
 Per generated token n (at most ``max_new_tokens``):
 
 1. public prompt = the question with no context plus the tokens released so far. Its model
    distribution depends only on public data (the query and earlier DP outputs), so its top-m
-   tokens C_n are a public, data-independent candidate set.
+   tokens C_n (plus the end-of-turn tokens) are a public, data-independent candidate set.
 2. voter j (one per selected passage, at most ``voters``; empty slots abstain) sees the
    question with only passage j and votes for argmax_{c in C_n} logp_j(c).
 3. histogram h(c) = #votes for c (+ ``public_weight`` on the public prompt's own top token, a
@@ -23,6 +22,9 @@ per query (basic composition; stopping early only spends less). The answer stops
 end-of-turn token, itself a DP release. Assumption: voters are distinct documents (one passage
 per document), so one document touches one voter.
 
+Cost: the public prompt and the voters decode in lock-step in one llama.cpp context
+(``rag.multiseq``): one prefill per prompt, then one batched step per released token.
+
 Utility: only tokens the no-context model already ranks in its top m can be emitted, so facts
 the model cannot phrase without the context come out only partially; this is the price of
 releasing nothing outside a public candidate set.
@@ -35,13 +37,11 @@ from typing import Sequence
 
 import numpy as np
 
+from ragleak.defenses._vote import candidate_domain, vote_histogram
 from ragleak.defenses.dp_select import noisy_argmax
-from ragleak.errors import RagleakError
-from ragleak.rag.generator import Generator
-from ragleak.rag.prompt import ChatMessage, format_context
-from ragleak.records import Passage
-
-STOP_TEXTS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
+from ragleak.rag.multiseq import LlamaMultiSequence
+from ragleak.rag.prompt import build_rag_messages
+from ragleak.records import Passage, Turn
 
 
 @dataclass(frozen=True)
@@ -61,34 +61,30 @@ class VoteResult:
     real_voters: int
 
 
-def _user(query: str, passages: Sequence[Passage]) -> ChatMessage:
-    content = f"Context:\n{format_context(passages)}\n\nQuestion: {query}" if passages else f"Question: {query}"
-    return ChatMessage(role="user", content=content)
+def private_answer(system: str, query: str, history: Sequence[Turn], passages: Sequence[Passage], render,
+                   decoder: LlamaMultiSequence, settings: VoteSettings, rng: np.random.Generator) -> VoteResult:
+    """Generate an answer whose dependence on each passage is eps_token-DP per token.
 
-
-def private_answer(query: str, head: Sequence[ChatMessage], passages: Sequence[Passage], generator: Generator,
-                   settings: VoteSettings, rng: np.random.Generator) -> VoteResult:
-    """Generate an answer whose dependence on each passage is eps_token-DP per token."""
-    token_text = getattr(generator, "token_text", None)
-    if token_text is None:
-        raise RagleakError("DP token voting needs a generator with token_text() (the llama.cpp generator)")
+    ``render`` turns chat messages into the model's prompt string (the generator's ``render``).
+    """
     real = list(passages)[: settings.voters]
-    voter_prompts = [generator.render([*head, _user(query, [p])]) for p in real]
-    public_prompt = generator.render([*head, _user(query, [])])
-    released, agree = "", 0
-    n = 0
-    for n in range(1, settings.max_new_tokens + 1):
-        public = generator.next_token_logprobs(public_prompt + released)
-        cand = np.argsort(-public, kind="stable")[: settings.candidates]
-        counts = np.zeros(len(cand))
-        counts[0] += settings.public_weight
-        for prompt in voter_prompts:
-            logp = generator.next_token_logprobs(prompt + released)
-            counts[int(np.argmax(logp[cand]))] += 1
-        choice = noisy_argmax(counts, settings.eps_token, rng)
-        agree += int(counts[choice] == counts.max())
-        piece = token_text(int(cand[choice]))
-        if piece in STOP_TEXTS:
-            break
-        released += piece
-    return VoteResult(text=released.strip(), tokens=n, agreement=agree / max(n, 1), real_voters=len(real))
+    prompts = [render(build_rag_messages(query, group, system, history)) for group in [[]] + [[p] for p in real]]
+    tokens: list[int] = []
+    agree = steps = 0
+    with decoder.session(prompts, settings.max_new_tokens) as session:
+        ends = decoder.end_tokens()
+        for _ in range(settings.max_new_tokens):
+            steps += 1
+            logprobs = session.logprobs()
+            domain = candidate_domain(logprobs[0], settings.candidates, ends)  # domain[0] = public argmax
+            counts = vote_histogram(logprobs[1:], domain)
+            counts[0] += settings.public_weight
+            choice = noisy_argmax(counts, settings.eps_token, rng)
+            agree += int(counts[choice] == counts.max())
+            token = int(domain[choice])
+            if decoder.is_end(token):
+                break
+            tokens.append(token)
+            session.append(token)
+    return VoteResult(text=decoder.detokenize(tokens).strip(), tokens=steps, agreement=agree / max(steps, 1),
+                      real_voters=len(real))

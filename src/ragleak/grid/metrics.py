@@ -11,7 +11,8 @@ from ragleak.records import Passage
 
 # cell metric key -> the registered metric (ragleak.metrics.METRICS) whose channels it observes
 _REGISTERED = {"verbatim_rate": "verbatim_leaks", "verbatim_passages": "verbatim_leaks",
-               "canaries_recovered": "canary_recovery"}
+               "canaries_recovered": "canary_recovery", "attribution_esr": "attribution_esr",
+               "attribution_f1": "attribution_f1", "attribution_auc": "attribution_auc"}
 
 
 def registered_metric(key: str) -> str | None:
@@ -47,6 +48,15 @@ def cell_metrics(transcript, passages: list[Passage]) -> dict[str, Any]:
             y = [int(m.member) for m in labelled]
             s = [m.scores[scorer] for m in labelled]
             out[f"mi_auc_{scorer}"] = round(100 * float(roc_auc_score(y, s)), 3)
+    attribution = transcript.scoring.get("asymmetry", {}).get("metrics")
+    if attribution:
+        for name in ("esr", "f1", "auc"):
+            iv = attribution[name]
+            if iv["value"] == iv["value"]:  # NaN: undefined (no private sentence, or one class only)
+                out[f"attribution_{name}"] = round(float(iv["value"]), 6)
+                out[f"attribution_{name}_ci"] = [iv["low"], iv["high"]]
+        out["attribution_sentences"] = attribution["n_sentences"]
+        out["attribution_private"] = attribution["n_private"]
     secrets = transcript.scoring.get("secrets")
     if secrets:
         out["canaries_recovered"] = sum(1 for hits in secrets.values() if hits)

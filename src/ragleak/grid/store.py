@@ -38,6 +38,7 @@ class CellRecord(BaseModel):
     transcript_digest: str | None = None
     hook_summary: dict[str, dict[str, int]] = Field(default_factory=dict, description="hook -> {changed, calls}")
     guarantee: dict[str, Any] = Field(default_factory=dict)
+    defense_state: dict[str, Any] = Field(default_factory=dict, description="what the defense did (private-rag: U(t) log)")
     model_calls: int = 0
     cache_hits: int = 0
     timings: dict[str, float] = Field(default_factory=dict)

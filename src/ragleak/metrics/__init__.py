@@ -19,6 +19,9 @@ METRICS: Registry[type[Metric]] = Registry(
         "rougeL_max": "ragleak.metrics.extraction:RougeLExtraction",
         "embedding_similarity": "ragleak.metrics.extraction:EmbeddingSimilarity",
         "recovered_chunk_rate": "ragleak.metrics.extraction:RecoveredChunkRate",
+        "attribution_esr": "ragleak.metrics.attribution:AttributionESR",
+        "attribution_f1": "ragleak.metrics.attribution:AttributionF1",
+        "attribution_auc": "ragleak.metrics.attribution:AttributionAUC",
     },
 )
 

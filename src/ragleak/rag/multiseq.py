@@ -155,3 +155,14 @@ class LlamaMultiSequence:
                 yield session
             finally:
                 session.close()
+
+
+def decoder_for(generator, current: "LlamaMultiSequence | None" = None) -> LlamaMultiSequence:
+    """The multi-sequence decoder over ``generator``'s GGUF file (``current`` when it already is);
+    refuses generators that are not llama.cpp models (a cached one is fine: it forwards ``path``)."""
+    path, threads = getattr(generator, "path", None), getattr(generator, "n_threads", None)
+    if path is None or threads is None:
+        raise RagleakError("DP token voting needs a llama.cpp generator (LlamaCppGenerator, optionally cached)")
+    if current is not None and current.model_path == Path(path):
+        return current
+    return LlamaMultiSequence(path, threads)

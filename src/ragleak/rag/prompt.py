@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Sequence
 
+from ragleak.errors import RagleakError
 from ragleak.records import Passage, Record, Turn
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -47,3 +48,20 @@ def build_rag_messages(
     user = f"Context:\n{format_context(passages)}\n\nQuestion: {query}" if passages else f"Question: {query}"
     messages.append(ChatMessage(role="user", content=user))
     return messages
+
+
+def parse_rag_messages(messages: Sequence[ChatMessage], passages: Sequence[Passage]) -> tuple[str, str, list[Turn]]:
+    """(system prompt, query, history) of messages laid out by ``build_rag_messages``.
+
+    Token-voting defenses rebuild one prompt per voter from these parts; this raises when the
+    layout is different, so a voter prompt is never built from a misread query.
+    """
+    if len(messages) < 2 or messages[0].role != "system" or messages[-1].role != "user" or len(messages) % 2:
+        raise RagleakError("token voting expects messages built by build_rag_messages (system, history, user)")
+    system, content = messages[0].content, messages[-1].content
+    prefix = f"Context:\n{format_context(passages)}\n\nQuestion: " if passages else "Question: "
+    query = content[len(prefix):] if content.startswith(prefix) else content
+    history = [Turn(query=u.content, answer=a.content) for u, a in zip(messages[1:-1:2], messages[2:-1:2])]
+    if build_rag_messages(query, passages, system, history) != list(messages):
+        raise RagleakError("could not rebuild the prompt from its messages for token voting; unsupported layout")
+    return system, query, history

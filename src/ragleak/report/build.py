@@ -21,6 +21,7 @@ def build_report(run_dir: Path) -> dict[str, str]:
     }
     figures["roc"] = plots.roc_curves(run_dir, records)
     figures["eps"] = plots.epsilon_curves(summary["guarantees"])
+    figures["utility"] = plots.utility_plot(summary["utility_curves"])
     paths = {
         "summary": run_dir / "summary.json",
         "report": run_dir / "report.html",

@@ -38,6 +38,14 @@ def _td(text: Any, cls: str = "") -> str:
     return f'<td class="{cls}">{_e(text)}</td>' if cls else f"<td>{_e(text)}</td>"
 
 
+def _interval(value: Any, ci: Any) -> str:
+    if value is None:
+        return "undefined"
+    if not ci or ci[0] is None or ci[0] != ci[0]:
+        return _num(value)
+    return f"{_num(value)} [{_num(ci[0])}, {_num(ci[1])}]"
+
+
 def table_one_html(rows: list[dict]) -> str:
     out = []
     for row in rows:
@@ -92,6 +100,25 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
         parts.append("<h2>Canaries recovered</h2>")
         parts.append(_table(["cell", "recovered", "of"], [[_td(r["label"]), _td(r["metrics"]["canaries_recovered"]),
                                                           _td(r["metrics"]["canaries_total"])] for r in canary]))
+    if summary.get("attribution"):
+        parts.append("<h2>Knowledge asymmetry: sentence attribution</h2>")
+        parts.append("<p class='sub'>RAG answer vs the attacker's plain LLM, sentence by sentence; ground truth: "
+                     "the sentence is drawn from the retrieved context. Intervals: bootstrap over queries.</p>")
+        parts.append(_table(["cell", "sentences", "private", "ESR", "F1", "AUC"],
+                            [[_td(r["label"]), _td(r["sentences"]), _td(r["private"]),
+                              *[_td(_interval(r[k], r[f"{k}_ci"])) for k in ("esr", "f1", "auc")]]
+                             for r in summary["attribution"]]))
+    if summary.get("utility_curves"):
+        parts.append("<h2>Private-RAG: utility against query index U(t)</h2>")
+        parts.append("<p class='sub'>each relevant document is charged per query and retires after M charges; "
+                     "quality is the ROUGE-L F1 of the private answer against the undefended answer to the same "
+                     "query.</p>")
+        if figures.get("utility"):
+            parts.append(f"<div class='fig'>{figures['utility']}</div>")
+        rows = [[_td(c["label"]), _td(p["t"]), _td(p["relevant"]), _td(p["charged"]), _td(p["active_docs"]),
+                 _td("-" if p["quality"] is None else _num(p["quality"]))]
+                for c in summary["utility_curves"] for p in c["points"]]
+        parts.append(_table(["cell", "t", "relevant", "charged", "active documents", "quality"], rows))
     parts.append("<h2>Privacy guarantees: epsilon(T)</h2>")
     if figures.get("eps"):
         parts.append(f"<div class='fig'>{figures['eps']}</div>")

@@ -83,3 +83,26 @@ def roc_curves(run_dir: Path, records) -> str | None:
     ax.set_title("membership inference ROC", fontsize=9)
     ax.legend(fontsize=6)
     return _svg(fig)
+
+
+def utility_plot(curves: list[dict[str, Any]]) -> str | None:
+    """Private-RAG's U(t): active documents and answer quality against the query index."""
+    if not curves:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.6, 3.0))
+    for c in curves:
+        t = [p["t"] for p in c["points"]]
+        label = c["label"].split("/eps=")[0]
+        left.plot(t, [p["active_docs"] for p in c["points"]], marker=".", label=label)
+        q = [(p["t"], p["quality"]) for p in c["points"] if p["quality"] is not None]
+        if q:
+            right.plot(*zip(*q), marker=".", label=label)
+    left.set_xlabel("query index t")
+    left.set_ylabel("active documents")
+    left.set_title("documents with budget left", fontsize=9)
+    right.set_xlabel("query index t")
+    right.set_ylabel("ROUGE-L F1 vs undefended answer")
+    right.set_ylim(-0.02, 1.02)
+    right.set_title("answer quality U(t)", fontsize=9)
+    left.legend(fontsize=6)
+    return _svg(fig)

@@ -128,7 +128,25 @@ def guarantee_curves(records: list[CellRecord]) -> list[dict[str, Any]]:
     return out
 
 
+def attribution_results(records: list[CellRecord]) -> list[dict[str, Any]]:
+    """The knowledge-asymmetry cells: ESR, F1 and AUC with their query-bootstrap intervals."""
+    rows = []
+    for r in records:
+        m = r.metrics
+        if r.status != "ok" or "attribution_sentences" not in m:
+            continue
+        row = {"cell_id": r.cell_id, "label": r.spec.label, "defense": r.spec.defense,
+               "sentences": m["attribution_sentences"], "private": m["attribution_private"]}
+        for name in ("esr", "f1", "auc"):
+            row[name] = m.get(f"attribution_{name}")
+            row[f"{name}_ci"] = m.get(f"attribution_{name}_ci")
+        rows.append(row)
+    return rows
+
+
 def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
+    from ragleak.report.utility import utility_curves
+
     records = load_run(run_dir)
     ok = [r for r in records if r.status == "ok"]
     digests = [r.transcript_digest for r in ok]
@@ -150,6 +168,8 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         **agg,
         **audit_tables(records, agg["deltas"]),
         "guarantees": guarantee_curves(records),
+        "utility_curves": utility_curves(run_dir, records),
+        "attribution": attribution_results(records),
         "cells_table": [{"cell_id": r.cell_id, "label": r.spec.label, "status": r.status,
                          "metrics": {k: v for k, v in r.metrics.items() if not isinstance(v, list)},
                          "model_calls": r.model_calls, "cache_hits": r.cache_hits,

@@ -1,0 +1,29 @@
+"""The knowledge-asymmetry attack as a grid cell on the real stack: its plain LLM shares the run's
+generation cache, and the cell record carries ESR/F1/AUC for the report."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragleak.grid.cell import execute_cell
+from ragleak.grid.spec import CellSpec
+from ragleak.grid.store import RunStore
+
+pytestmark = pytest.mark.model
+
+
+def test_asymmetry_cell_records_attribution_metrics_and_reuses_the_cache(tmp_path):
+    spec = CellSpec(attack="asymmetry", defense="none", corpus="synthetic-corp", budget=2,
+                    attack_params={"keywords": ["wire transfer", "personnel file"], "standard_max_tokens": 64},
+                    corpus_params={"n_docs": 12}, stack={"decoding": {"max_tokens": 64}})
+    RunStore(tmp_path).cells_dir.mkdir(parents=True)
+    RunStore(tmp_path).transcripts_dir.mkdir(parents=True)
+    first = execute_cell(spec, str(tmp_path))
+    assert first.status == "ok", first.traceback
+    m = first.metrics
+    assert m["attribution_sentences"] >= 1 and 0 <= m["attribution_private"] <= m["attribution_sentences"]
+    assert "attribution_f1" in m or "attribution_auc" in m or m["attribution_private"] == 0
+    # 2 RAG answers + 2 plain-LLM answers, all through the run's cache
+    assert first.model_calls == 4 and first.cache_hits == 0
+    again = execute_cell(spec, str(tmp_path))
+    assert again.model_calls == 0 and again.cache_hits == 4 and again.metrics == first.metrics
