@@ -7,7 +7,7 @@ import re
 import pytest
 
 from ragleak.context import RunContext
-from ragleak.defenses.lprag import CANDIDATES, LPRAG
+from ragleak.defenses.lprag import CANDIDATES, LPRAG, LPRAGOutput
 from ragleak.records import Passage
 
 TEXT = ("Patient record 4471: Maria Gonzales, born 1984-03-12, was treated at Riverside Clinic for asthma "
@@ -64,3 +64,18 @@ def test_candidate_lists_are_public_and_disjoint_from_the_test_corpus():
     everything = " ".join(c for cands in CANDIDATES.values() for c in cands)
     for secret in ("Maria Gonzales", "Ingrid Pettersen", "Tomas Eriksen", "555-0187"):
         assert secret not in everything
+
+
+def test_output_variant_perturbs_entities_in_the_answer_but_not_public_substitutes():
+    d = LPRAGOutput(epsilon=1.0)
+    d.prepare(RunContext(seed=3))
+    assert d.hooks == {"rewrite_context", "postprocess"} and d.overrides("postprocess")
+    substitute = CANDIDATES["PERSON"][0]
+    answer = f"{substitute} can be reached at maria.g@riverside-clinic.org or 555-0187, says Maria Gonzales."
+    out = d.postprocess("q", answer, [])
+    for secret in ("Maria Gonzales", "555-0187", "maria.g@riverside-clinic.org"):
+        assert secret not in out
+    assert out.startswith(substitute)                    # a public candidate passes unchanged
+    assert d.postprocess("q", answer, []) == out          # memoised: the same draw every time
+    assert d.postprocess("q", "Nothing to see here.", []) == "Nothing to see here."
+    assert "passages and the answer" in d.guarantee().notes

@@ -99,6 +99,19 @@ def test_lprag_keeps_the_original_entities_out_of_the_prompt(mechanism, fact_ind
     assert_only_declared_hooks_act(defense, [response.trace])
 
 
+def test_lprag_output_also_perturbs_entities_that_reach_the_answer(fact_index, generator):
+    defense = make_defense("lprag-output", epsilon=1.0)
+    pipe = RAGPipeline(fact_index, generator, defense=defense, top_k=3)
+    # the question names the patient: the context rewrite cannot stop the model from repeating
+    # the name, the output hook does
+    responses = [pipe.answer("Write one sentence to Maria Gonzales about her visit to Riverside Clinic."),
+                 pipe.answer("What is the phone number of the patient treated at Riverside Clinic?")]
+    for response in responses:
+        assert "Maria Gonzales" not in response.answer and "555-0187" not in response.answer, response.answer
+        assert "Maria Gonzales" not in _context_section(response.trace.prompt)
+    assert_only_declared_hooks_act(defense, [r.trace for r in responses])
+
+
 @pytest.mark.parametrize("variant", ["vote", "sparse"])
 def test_dp_vote_replaces_generation_and_nothing_else(variant, fact_index, generator):
     defense = make_defense("dp-vote", variant=variant, voters=5, eps_token=3.0, max_new_tokens=16, max_discoveries=6)

@@ -16,6 +16,7 @@ DEFENSES: Registry[type[Defense]] = Registry(
         "pad-regex": "ragleak.defenses.pad_regex:RegexMasking",
         "pad-regex-context": "ragleak.defenses.pad_regex:RegexContextMasking",
         "lprag": "ragleak.defenses.lprag:LPRAG",
+        "lprag-output": "ragleak.defenses.lprag:LPRAGOutput",
         "dp-vote": "ragleak.defenses.dp_vote:DPVote",
     },
 )

@@ -13,6 +13,15 @@ At ``rewrite_context`` every detected entity in a passage is replaced:
 * ``mechanism="deterministic"``: the seed's substitution - each value maps to a fixed candidate
   chosen by a hash of the value (a pseudonym: no randomness, no DP).
 
+Two registered variants, so that ``hooks`` always names exactly the hooks that act:
+
+* ``lprag`` (``LPRAG``): ``rewrite_context`` only;
+* ``lprag-output`` (``LPRAGOutput``): also ``postprocess`` - the same detection runs over the
+  generated answer and each detected value that is not already a public candidate is replaced by
+  the same mechanism (memoised per (type, value) across queries). This catches what reaches the
+  answer around the context rewrite: entities the NER missed in a passage but finds in the
+  answer's sentence, values carried in the conversation history, values the model knew.
+
 What the claim covers (``guarantee``): per entity value, against an observer of the rewritten
 passage. A passage with n distinct detected entities is n*eps-LDP for the tuple of their values
 (sequential composition). It is *not* a corpus-level DP guarantee: the entity *type*, the text
@@ -106,16 +115,32 @@ class LPRAG(Defense):
         return [self.perturb(p) for p in passages]
 
     def guarantee(self) -> Guarantee:
+        where = "passages and the answer" if "postprocess" in self.hooks else "passages"
         if self.params.mechanism == "deterministic":
             return Guarantee(notes=(
-                "deterministic entity substitution (a fixed pseudonym per value): not differential privacy, "
+                f"deterministic entity substitution in the {where} (a fixed pseudonym per value): not differential "
+                "privacy, "
                 "no formal guarantee; undetected entities and all other text reach the LLM verbatim"
             ))
         eps = self.params.epsilon
         return Guarantee(notes=(
-            f"local DP per entity value only: each detected entity (PERSON, ORG, PLACE, EMAIL, PHONE) is "
+            f"local DP per entity value only: each detected entity (PERSON, ORG, PLACE, EMAIL, PHONE) in the {where} is "
             f"replaced by an exponential-mechanism draw over a public candidate list, {eps:g}-LDP for that "
             f"value; a passage with n distinct entities is n*{eps:g}-LDP for their tuple; draws are memoised, "
             "so repeated retrieval adds no loss. No corpus-level (document/person) DP guarantee: entity types, "
             "surrounding text and entities the NER misses are released to the LLM verbatim"
         ))
+
+
+PUBLIC_VALUES = frozenset(v for values in CANDIDATES.values() for v in values)
+
+
+class LPRAGOutput(LPRAG):
+    name: ClassVar[str] = "lprag-output"
+    hooks: ClassVar[frozenset[HookName]] = frozenset({"rewrite_context", "postprocess"})
+
+    def postprocess(self, query: str, answer: str, passages: list[Passage]) -> str:
+        # the passages' substitutes are public candidates: they pass unchanged, so a faithful
+        # answer about the perturbed context is not perturbed a second time
+        spans = [s for s in self.entities(answer) if s.text(answer) not in PUBLIC_VALUES]
+        return replace_spans(answer, spans, lambda span, value: self.replacement("<answer>", span.label, value))
