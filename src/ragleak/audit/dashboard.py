@@ -166,13 +166,19 @@ def render_table_one(rows: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
+def _column_title(metric_key: str) -> str:
+    from ragleak.grid.metrics import short_label
+
+    return short_label(metric_key)
+
+
 def render_table_two(cells: Sequence[dict[str, Any]]) -> Table:
     metrics = sorted({c["metric"] for c in cells})
     defenses = list(dict.fromkeys(c["defense"] for c in cells))
     table = Table(title="Table II: metric delta vs baseline [95% interval]")
     table.add_column("defense")
     for m in metrics:
-        table.add_column(m)
+        table.add_column(_column_title(m))
     for d in defenses:
         row = []
         for m in metrics:

@@ -15,6 +15,17 @@ _REGISTERED = {"verbatim_rate": "verbatim_leaks", "verbatim_passages": "verbatim
                "attribution_f1": "attribution_f1", "attribution_auc": "attribution_auc"}
 
 
+_SHORT = {"attribution_esr": "attr ESR", "attribution_f1": "attr F1", "attribution_auc": "attr AUC",
+          "verbatim_passages": "verbatim psg", "verbatim_rate": "verbatim rate", "canaries_recovered": "canaries"}
+
+
+def short_label(key: str) -> str:
+    """A column title for terminal tables (80 columns fit six metrics)."""
+    if key.startswith("mi_auc_"):
+        return f"MI AUC {key[len('mi_auc_'):]}"
+    return _SHORT.get(key, key)
+
+
 def registered_metric(key: str) -> str | None:
     """The registered metric behind a cell metric key, or None for bookkeeping keys (queries, errors)."""
     if key.startswith("mi_auc_"):

@@ -95,14 +95,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     # <= 10 minutes on 2 cores with the default model: one corpus, small budgets
     "demo": {
         "name": "demo",
-        "attacks": ["ps", "pm", "mi"],
+        "attacks": ["ps", "pm", "mi", "asymmetry"],
         "defenses": ALL_DEFENSES,
         "corpora": ["synthetic-corp"],
         "modes": ["single"],
         "epsilons": [1.0],
-        "budgets": {"ps": 3, "pm": 3},
+        "budgets": {"ps": 3, "pm": 3, "asymmetry": 2},
         "attack_params": {"ps": {"pool": "targeted-pii"},
-                          "mi": {"scorers": ["heuristic"], "n_members": 3, "n_nonmembers": 3, "kb_size": 20}},
+                          "mi": {"scorers": ["heuristic"], "n_members": 3, "n_nonmembers": 3, "kb_size": 20},
+                          "asymmetry": {"keywords": ["wire transfer", "personnel file"], "standard_max_tokens": 96}},
         "corpus_params": {"synthetic-corp": {"n_docs": 30}},
         "stack": {"decoding": {"max_tokens": 128}},
     },

@@ -28,16 +28,29 @@ def report_command(
         return
     console.print(render_table_one(summary["table_one"]))
     console.print(render_table_two(summary["table_two"]))
-    table = Table(title="leakage per defense (mean over cells, 95% bootstrap interval)")
-    for col in ("defense", "metric", "mean", "interval"):
-        table.add_column(col)
-    for r in summary["levels"]:
-        table.add_row(r["defense"], r["metric"], f"{r['estimate']:.3g}", f"[{r['low']:.3g}, {r['high']:.3g}]")
-    console.print(table)
+    console.print(leakage_table(summary["levels"]))
     console.print(f"{summary['cells']} cells ({len(summary['errors'])} errors), {summary['model_calls']} model calls, "
                   f"cache hit rate {summary['cache_hit_rate']:.0%}, "
                   f"{summary['dedup']['cells_with_identical_transcripts']} cells with a transcript identical to another's")
     console.print(f"report: {paths['report']}")
+
+
+def leakage_table(levels: list[dict]) -> Table:
+    """Defenses x metrics, each reading 'mean [low, high]' (one row per defense keeps it short)."""
+    from ragleak.grid.metrics import short_label
+
+    metrics = sorted({r["metric"] for r in levels})
+    table = Table(title="leakage per defense: mean [95% bootstrap interval over cells; * over one cell's queries]")
+    table.add_column("defense")
+    for m in metrics:
+        table.add_column(short_label(m))
+    cells: dict[str, dict[str, str]] = {}
+    for r in levels:
+        star = "*" if r.get("interval_over", "cells") != "cells" else ""
+        cells.setdefault(r["defense"], {})[r["metric"]] = f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}]{star}"
+    for defense, row in sorted(cells.items()):
+        table.add_row(defense, *[row.get(m, "-") for m in metrics])
+    return table
 
 
 def diff_command(

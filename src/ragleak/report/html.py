@@ -91,8 +91,8 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
         if key.startswith("bars:") and svg:
             parts.append(f"<div class='fig'>{svg}</div>")
     level_rows = [[_td(r["defense"]), _td(r["metric"]), _td(_num(r["estimate"])), _td(f"[{_num(r['low'])}, {_num(r['high'])}]"),
-                   _td(f"{r['n_unique']} of {r['n_runs']}")] for r in summary["levels"]]
-    parts.append(_table(["defense", "metric", "mean", "95% interval", "distinct cells used"], level_rows))
+                   _td(r.get("interval_over", "cells")), _td(f"{r['n_unique']} of {r['n_runs']}")] for r in summary["levels"]]
+    parts.append(_table(["defense", "metric", "mean", "95% interval", "resampled", "distinct cells used"], level_rows))
     if figures.get("roc"):
         parts.append("<h2>Membership inference</h2>" + f"<div class='fig'>{figures['roc']}</div>")
     canary = [r for r in summary["cells_table"] if "canaries_recovered" in r["metrics"]]

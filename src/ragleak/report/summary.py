@@ -47,15 +47,35 @@ def per_defense_values(records: list[CellRecord]) -> dict[str, dict[str, list[tu
     return out
 
 
+def _within_cell_intervals(records: list[CellRecord]) -> dict[tuple[str, str], list[float]]:
+    """(defense, metric) -> the interval a cell computed over its own queries (``<key>_ci``)."""
+    out = {}
+    for r in records:
+        if r.status == "ok":
+            for key, value in r.metrics.items():
+                base = key[:-3] if key.endswith("_ci") else None
+                if base and registered_metric(base) and isinstance(value, list) and len(value) == 2 \
+                        and all(isinstance(v, (int, float)) and v == v for v in value):
+                    out[(r.spec.defense, base)] = [float(v) for v in value]
+    return out
+
+
 def aggregate(records: list[CellRecord], seed: int = 0) -> dict[str, Any]:
     from ragleak.metrics.stats import bootstrap_mean, paired_bootstrap_delta
 
     values = per_defense_values(records)
+    within_cell = _within_cell_intervals(records)
     levels, deltas = [], []
     for defense, metrics in sorted(values.items()):
         for key, rows in sorted(metrics.items()):
             iv = bootstrap_mean([v for _, v, _ in rows], fingerprints=[d for _, _, d in rows], seed=seed)
-            levels.append({"defense": defense, "metric": key, **iv.to_dict()})
+            level = {"defense": defense, "metric": key, **iv.to_dict(), "interval_over": "cells"}
+            ci = within_cell.get((defense, key))
+            if iv.n_unique == 1 and ci is not None:
+                # one distinct cell: resampling cells gives a zero-width interval; the cell's own
+                # bootstrap over its queries is the honest spread
+                level.update(low=ci[0], high=ci[1], interval_over="queries of one cell")
+            levels.append(level)
             if defense == BASELINE or BASELINE not in values or key not in values[BASELINE]:
                 continue
             base = {c: (v, d) for c, v, d in values[BASELINE][key]}
