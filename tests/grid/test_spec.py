@@ -34,3 +34,20 @@ def test_bad_grid_configs_name_the_field():
         grid_from_dict({"attacks": ["ps"], "defenses": ["none"], "corpora": ["x"], "epsilons": [-1]})
     with pytest.raises(ConfigError, match="same cell twice"):
         GridConfig(attacks=["ps", "ps"], defenses=["none"], corpora=["synthetic-corp"]).expand()
+
+
+def test_demo_preset_meets_the_brief_and_every_name_is_registered():
+    from ragleak.attacks import ATTACKS
+    from ragleak.corpora import CORPORA
+    from ragleak.defenses import DEFENSES
+
+    config = preset("demo")
+    assert len(config.attacks) >= 3 and len(config.corpora) == 1
+    assert set(config.defenses) == {"none", "dp-retrieval", "ca-dp", "private-rag", "pad", "lprag"}
+    assert "asymmetry" in config.attacks  # the report's knowledge-asymmetry section has cells to show
+    for name in ("demo", "paper", "canary"):
+        c = preset(name)
+        assert all(a in ATTACKS.names() for a in c.attacks) and all(d in DEFENSES.names() for d in c.defenses)
+        assert all(k in CORPORA.names() for k in c.corpora)
+        for cell in c.expand()[:50]:  # every cell's parameters construct
+            ATTACKS.get(cell.attack)(**cell.attack_params)

@@ -78,3 +78,17 @@ def test_the_page_shows_both_sections(tmp_path):
     assert "0.75 [0.5, 1]" in page and "undefined" in page
     summary = json.loads(open(paths["summary"]).read())
     assert len(summary["utility_curves"]) == 2 and len(summary["attribution"]) == 2
+
+
+def test_a_single_cell_reading_uses_its_query_interval_or_claims_none(tmp_path):
+    from ragleak.report.diff import diff_runs
+
+    run = _run(tmp_path)
+    levels = {(r["defense"], r["metric"]): r for r in summarize(run)["levels"]}
+    esr = levels[("none", "attribution_esr")]
+    assert (esr["low"], esr["high"], esr["interval_over"]) == (0.5, 1.0, "queries of one cell")
+    f1 = levels[("private-rag", "attribution_f1")]
+    assert f1["interval_over"] == "queries of one cell" and f1["low"] == 0.0
+    deltas = {(d["defense"], d["metric"]): d for d in summarize(run)["deltas"]}
+    assert deltas[("private-rag", "attribution_f1")]["low"] is None  # one pair: no interval, not [x, x]
+    assert all(row["moved"] is False for row in diff_runs(run, run))

@@ -46,8 +46,12 @@ def leakage_table(levels: list[dict]) -> Table:
         table.add_column(short_label(m))
     cells: dict[str, dict[str, str]] = {}
     for r in levels:
-        star = "*" if r.get("interval_over", "cells") != "cells" else ""
-        cells.setdefault(r["defense"], {})[r["metric"]] = f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}]{star}"
+        if r["low"] is None:
+            text = f"{r['estimate']:.3g} (1 cell)"
+        else:
+            star = "*" if r.get("interval_over", "cells") != "cells" else ""
+            text = f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}]{star}"
+        cells.setdefault(r["defense"], {})[r["metric"]] = text
     for defense, row in sorted(cells.items()):
         table.add_row(defense, *[row.get(m, "-") for m in metrics])
     return table
@@ -59,6 +63,7 @@ def diff_command(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show which per-defense metric levels moved between two runs (intervals that do not overlap)."""
+    from ragleak.grid.metrics import short_label
     from ragleak.report.diff import diff_runs
 
     rows = diff_runs(run_a, run_b)
@@ -68,8 +73,8 @@ def diff_command(
     table = Table(title=f"{run_a} -> {run_b}")
     for col in ("defense", "metric", "A", "B", "delta", "moved"):
         table.add_column(col)
-    fmt = lambda v: "-" if v is None else f"{v[0]:.3g} [{v[1]:.3g}, {v[2]:.3g}]"  # noqa: E731
+    fmt = lambda v: "-" if v is None else f"{v[0]:.3g}" + ("" if v[1] is None else f" [{v[1]:.3g}, {v[2]:.3g}]")  # noqa: E731
     for r in rows:
-        table.add_row(r["defense"], r["metric"], fmt(r["a"]), fmt(r["b"]),
+        table.add_row(r["defense"], short_label(r["metric"]), fmt(r["a"]), fmt(r["b"]),
                       "-" if r["delta"] is None else f"{r['delta']:+.3g}", {True: "yes", False: "no", None: "-"}[r["moved"]])
     console.print(table)

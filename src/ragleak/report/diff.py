@@ -19,8 +19,12 @@ def diff_runs(run_a: Path, run_b: Path) -> list[dict[str, Any]]:
                                "b": None if rb is None else [rb["estimate"], rb["low"], rb["high"]]}
         if ra and rb:
             row["delta"] = rb["estimate"] - ra["estimate"]
-            # moved = the two 95% intervals do not overlap (conservative)
-            row["moved"] = rb["low"] > ra["high"] or rb["high"] < ra["low"]
+            # moved = the two 95% intervals do not overlap (conservative); without an interval
+            # (one distinct cell) only "nothing moved" can be said, and only when nothing did
+            if None in (ra["low"], ra["high"], rb["low"], rb["high"]):
+                row["moved"] = False if row["delta"] == 0 else None
+            else:
+                row["moved"] = rb["low"] > ra["high"] or rb["high"] < ra["low"]
         else:
             row["delta"], row["moved"] = None, None
         rows.append(row)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ h1{font-size:1.6rem;margin-bottom:.2rem} h2{font-size:1.2rem;margin-top:2rem;bor
 th{background:#f3f5fa} .active{background:#e3f6e6} .pattern-limited{background:#fff4d6} .pass-through{background:#fde2e2}
 .not-overridden{color:#999} .no{color:#a33} .yes{color:#286b35} .cards{display:flex;gap:1rem;flex-wrap:wrap}
 .card{border:1px solid #dde;border-radius:6px;padding:.6rem .9rem;min-width:9rem} .card b{display:block;font-size:1.4rem}
-.fig{margin:.5rem 0} code{background:#f3f5fa;padding:0 3px;border-radius:3px}
+.fig{margin:.5rem 0} .nav{margin:.8rem 0;font-size:13px} .nav a{color:#2f5597;text-decoration:none} code{background:#f3f5fa;padding:0 3px;border-radius:3px}
 """
 
 
@@ -79,29 +80,29 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
                          ("model calls", summary["model_calls"]), ("cache hit rate", f"{summary['cache_hit_rate']:.0%}"),
                          ("identical transcripts", summary["dedup"]["cells_with_identical_transcripts"])]:
         parts.append(f"<div class='card'>{_e(label)}<b>{_e(value)}</b></div>")
-    parts.append("</div>")
-    parts.append("<h2>Audit dashboard — Table I: is each defense on the path it claims?</h2>")
+    parts.append("</div><!--nav-->")
+    parts.append("<h2 id='audit'>Audit dashboard — Table I: is each defense on the path it claims?</h2>")
     parts.append("<p class='sub'>static status from the source (ast); in brackets: calls in this run where the hook "
                  "changed its input / calls.</p>" + table_one_html(summary["table_one"]))
-    parts.append("<h2>Table II: leakage deltas against the undefended baseline</h2>")
+    parts.append("<h2 id='table-two'>Table II: leakage deltas against the undefended baseline</h2>")
     parts.append("<p class='sub'>a reading is interpretable only where an active hook of the defense reaches the "
                  "channel the metric observes.</p>" + table_two_html(summary["table_two"]))
-    parts.append("<h2>Leakage per defense</h2>")
+    parts.append("<h2 id='leakage'>Leakage per defense</h2>")
     for key, svg in figures.items():
         if key.startswith("bars:") and svg:
             parts.append(f"<div class='fig'>{svg}</div>")
-    level_rows = [[_td(r["defense"]), _td(r["metric"]), _td(_num(r["estimate"])), _td(f"[{_num(r['low'])}, {_num(r['high'])}]"),
+    level_rows = [[_td(r["defense"]), _td(r["metric"]), _td(_num(r["estimate"])), _td("-" if r["low"] is None else f"[{_num(r['low'])}, {_num(r['high'])}]"),
                    _td(r.get("interval_over", "cells")), _td(f"{r['n_unique']} of {r['n_runs']}")] for r in summary["levels"]]
     parts.append(_table(["defense", "metric", "mean", "95% interval", "resampled", "distinct cells used"], level_rows))
     if figures.get("roc"):
-        parts.append("<h2>Membership inference</h2>" + f"<div class='fig'>{figures['roc']}</div>")
+        parts.append("<h2 id='membership'>Membership inference</h2>" + f"<div class='fig'>{figures['roc']}</div>")
     canary = [r for r in summary["cells_table"] if "canaries_recovered" in r["metrics"]]
     if canary:
-        parts.append("<h2>Canaries recovered</h2>")
+        parts.append("<h2 id='canaries'>Canaries recovered</h2>")
         parts.append(_table(["cell", "recovered", "of"], [[_td(r["label"]), _td(r["metrics"]["canaries_recovered"]),
                                                           _td(r["metrics"]["canaries_total"])] for r in canary]))
     if summary.get("attribution"):
-        parts.append("<h2>Knowledge asymmetry: sentence attribution</h2>")
+        parts.append("<h2 id='attribution'>Knowledge asymmetry: sentence attribution</h2>")
         parts.append("<p class='sub'>RAG answer vs the attacker's plain LLM, sentence by sentence; ground truth: "
                      "the sentence is drawn from the retrieved context. Intervals: bootstrap over queries.</p>")
         parts.append(_table(["cell", "sentences", "private", "ESR", "F1", "AUC"],
@@ -109,7 +110,7 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
                               *[_td(_interval(r[k], r[f"{k}_ci"])) for k in ("esr", "f1", "auc")]]
                              for r in summary["attribution"]]))
     if summary.get("utility_curves"):
-        parts.append("<h2>Private-RAG: utility against query index U(t)</h2>")
+        parts.append("<h2 id='utility'>Private-RAG: utility against query index U(t)</h2>")
         parts.append("<p class='sub'>each relevant document is charged per query and retires after M charges; "
                      "quality is the ROUGE-L F1 of the private answer against the undefended answer to the same "
                      "query.</p>")
@@ -119,7 +120,7 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
                  _td("-" if p["quality"] is None else _num(p["quality"]))]
                 for c in summary["utility_curves"] for p in c["points"]]
         parts.append(_table(["cell", "t", "relevant", "charged", "active documents", "quality"], rows))
-    parts.append("<h2>Privacy guarantees: epsilon(T)</h2>")
+    parts.append("<h2 id='guarantees'>Privacy guarantees: epsilon(T)</h2>")
     if figures.get("eps"):
         parts.append(f"<div class='fig'>{figures['eps']}</div>")
     g_rows = [[_td(g["defense"]), _td("-" if g["epsilon"] is None else g["epsilon"]), _td(g["guarantee"]["unit"]["kind"]),
@@ -127,14 +128,24 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
                _td(", ".join(f"T={p['queries']}: {_num(p['eps'])}" for p in g["curve"]) or "no formal guarantee")]
               for g in summary["guarantees"]]
     parts.append(_table(["defense", "eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows))
-    parts.append("<h2>All cells</h2>")
+    parts.append("<h2 id='cells'>All cells</h2>")
     cell_rows = [[_td(c["label"]), _td(c["status"]), _td(json.dumps(c["metrics"])), _td(c["model_calls"]),
                   _td(c["cache_hits"]), _td(c["seconds"])] for c in summary["cells_table"]]
     parts.append(_table(["cell", "status", "metrics", "model calls", "cache hits", "seconds"], cell_rows))
     if summary["errors"]:
-        parts.append("<h2>Errors</h2>" + _table(["cell", "error"], [[_td(e["label"]), _td(e["error"])] for e in summary["errors"]]))
+        parts.append("<h2 id='errors'>Errors</h2>" + _table(["cell", "error"], [[_td(e["label"]), _td(e["error"])] for e in summary["errors"]]))
     parts.append("<p class='sub'>Reproduce: <code>ragleak report RUN_DIR</code> over the same run directory.</p></body></html>")
-    return "".join(parts)
+    page = "".join(parts)
+    return page.replace("<!--nav-->", _nav(page), 1)
+
+
+_H2 = re.compile(r"<h2 id='([a-z-]+)'>(.*?)</h2>")
+
+
+def _nav(page: str) -> str:
+    """Links to the sections this report has (a section without data is not rendered)."""
+    links = " · ".join(f"<a href='#{i}'>{title.split(':')[0].split(' — ')[0]}</a>" for i, title in _H2.findall(page))
+    return f"<p class='nav'>{links}</p>"
 
 
 def write(summary: dict[str, Any], figures: dict[str, str | None], path: Path) -> Path:

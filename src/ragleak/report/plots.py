@@ -28,10 +28,11 @@ def leakage_bars(levels: list[dict[str, Any]], metric: str) -> str | None:
     fig, ax = plt.subplots(figsize=(6.4, 2.8))
     names = [r["defense"] for r in rows]
     est = [r["estimate"] for r in rows]
-    err = [[r["estimate"] - r["low"] for r in rows], [r["high"] - r["estimate"] for r in rows]]
+    err = [[0.0 if r["low"] is None else r["estimate"] - r["low"] for r in rows],
+           [0.0 if r["high"] is None else r["high"] - r["estimate"] for r in rows]]  # no interval: no bar
     ax.bar(names, est, yerr=err, capsize=4, color="#4c72b0")
     ax.set_ylabel(metric)
-    ax.set_title(f"{metric} per defense (mean over cells, 95% bootstrap interval)", fontsize=9)
+    ax.set_title(f"{metric} per defense (mean over cells, 95% bootstrap interval where there is one)", fontsize=9)
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     return _svg(fig)
 

@@ -71,10 +71,13 @@ def aggregate(records: list[CellRecord], seed: int = 0) -> dict[str, Any]:
             iv = bootstrap_mean([v for _, v, _ in rows], fingerprints=[d for _, _, d in rows], seed=seed)
             level = {"defense": defense, "metric": key, **iv.to_dict(), "interval_over": "cells"}
             ci = within_cell.get((defense, key))
-            if iv.n_unique == 1 and ci is not None:
-                # one distinct cell: resampling cells gives a zero-width interval; the cell's own
-                # bootstrap over its queries is the honest spread
-                level.update(low=ci[0], high=ci[1], interval_over="queries of one cell")
+            if iv.n_unique < 2:
+                # one distinct cell: resampling cells would give a zero-width interval. The cell's own
+                # bootstrap over its queries is the honest spread where it has one; else there is none
+                if ci is not None:
+                    level.update(low=ci[0], high=ci[1], interval_over="queries of one cell")
+                else:
+                    level.update(low=None, high=None, interval_over="none (one distinct cell)")
             levels.append(level)
             if defense == BASELINE or BASELINE not in values or key not in values[BASELINE]:
                 continue
@@ -84,8 +87,9 @@ def aggregate(records: list[CellRecord], seed: int = 0) -> dict[str, Any]:
                 continue
             iv = paired_bootstrap_delta([p[0] for p in pairs], [p[1] for p in pairs],
                                         fingerprints=[p[2] for p in pairs], seed=seed)
-            deltas.append({"defense": defense, "metric": key, "delta": iv.estimate, "low": iv.low,
-                           "high": iv.high, "pairs": len(pairs), "unique_pairs": iv.n_unique})
+            one = iv.n_unique < 2  # a single distinct pair has no spread to resample
+            deltas.append({"defense": defense, "metric": key, "delta": iv.estimate, "low": None if one else iv.low,
+                           "high": None if one else iv.high, "pairs": len(pairs), "unique_pairs": iv.n_unique})
     return {"levels": levels, "deltas": deltas}
 
 
