@@ -15,6 +15,7 @@ from ragleak.rag.generator import Generation
 from ragleak.rag.pipeline import Conversation, RAGPipeline
 from ragleak.rag.prompt import render_chatml
 from ragleak.records import Passage, Scored
+from ragleak.errors import ConfigError
 
 SCORES = [0.8, 0.55, 0.5, 0.05]
 NEIGHBOUR = [0.8, 0.55, 0.5, 0.95]   # document 3 substituted
@@ -73,7 +74,7 @@ def test_accountant_sizes_the_conversation():
     g = tight.guarantee()
     assert epsilon_after(g, 10_000).eps <= 4.0 + 1e-9
     assert epsilon_after(g, 10_000, method="basic").eps == pytest.approx(0.2 * tight.max_turns)
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="invalid parameter"):
         CompositionAwareDP(turn_epsilon=5.0, conversation_epsilon=1.0)
 
 

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from ragleak.accounting import build_card, epsilon_after
+from ragleak.errors import ConfigError
 from ragleak.defenses import DEFENSES, make_defense
 from ragleak.records import HOOK_NAMES
 
@@ -45,5 +46,5 @@ def test_params_round_trip_and_guarantee_is_formal(name):
     ("dp-synthetic", {"keywords_per_doc": 0}),
 ])
 def test_invalid_params_are_rejected(name, bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match=f"defense '{name}': invalid parameter"):
         make_defense(name, **bad)

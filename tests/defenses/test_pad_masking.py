@@ -9,6 +9,7 @@ from ragleak.defenses._masking import EMAIL, Span, merge_spans, replace_spans
 from ragleak.defenses.pad import PresidioContextMasking, PresidioMasking
 from ragleak.defenses.pad_regex import RegexContextMasking, RegexMasking
 from ragleak.records import Passage
+from ragleak.errors import ConfigError
 
 TEXT = ("Patient Maria Gonzales (maria.gonzales@riverside-clinic.org) called from (713) 555-0142 about "
         "account 40817723; her SSN 536-22-1934 is on file. She lives in Boston and founded the club in 1874.")
@@ -48,7 +49,7 @@ def test_overlapping_spans_merge_and_leave_no_fragment():
 
 
 def test_unknown_regex_kind_is_rejected():
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="kinds"):
         RegexMasking(kinds=("EMAIL", "NAMES"))
 
 

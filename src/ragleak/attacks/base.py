@@ -22,9 +22,10 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragleak.errors import ConfigError, RagleakError
+from ragleak.params import build_params
 from ragleak.rag.target import Target, TargetConversation
 from ragleak.records import Document, Record, TargetResponse, Trace
 
@@ -241,18 +242,7 @@ class Attack(ABC):
 
     def __init__(self, params: AttackParams | None = None, **kwargs: Any) -> None:
         # constructors store parameters only; models and pools are loaded in run()
-        if params is not None and kwargs:
-            raise TypeError("pass either a Params instance or keyword parameters, not both")
-        if params is None:
-            try:
-                params = self.Params(**kwargs)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                field = ".".join(str(p) for p in first["loc"]) or "(parameters)"
-                raise ConfigError(f"attack {self.name!r}: invalid parameter '{field}': {first['msg']}") from exc
-        elif not isinstance(params, self.Params):
-            raise TypeError(f"{type(self).__name__} expects {self.Params.__name__}, got {type(params).__name__}")
-        self.params = params
+        self.params = build_params(type(self), "attack", params, kwargs)
 
     def budget_for(self, view: CorpusView) -> int:
         """The default query budget (MI scales it with the number of candidates)."""

@@ -12,9 +12,10 @@ import random
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from ragleak.errors import ConfigError, CorpusError
+from ragleak.errors import CorpusError
+from ragleak.params import build_params
 from ragleak.records import Document
 
 CorpusKind = Literal["synthetic", "public", "user"]
@@ -43,16 +44,7 @@ class Corpus(ABC):
 
     def __init__(self, params: CorpusParams | None = None, **kwargs: Any) -> None:
         # constructors store parameters only; reading or generating happens in load()
-        if params is not None and kwargs:
-            raise TypeError("pass either a Params instance or keyword parameters, not both")
-        if params is None:
-            try:
-                params = self.Params(**kwargs)
-            except ValidationError as exc:
-                raise ConfigError(params_message(exc, f"corpus {self.name!r}")) from exc
-        elif not isinstance(params, self.Params):
-            raise TypeError(f"{type(self).__name__} expects {self.Params.__name__}, got {type(params).__name__}")
-        self.params = params
+        self.params = build_params(type(self), "corpus", params, kwargs)
 
     @abstractmethod
     def load(self) -> list[Document]:
@@ -61,14 +53,6 @@ class Corpus(ABC):
     def spec(self) -> dict[str, Any]:
         """What identifies this corpus in a grid cell: name, version and parameters (JSON)."""
         return {"name": self.name, "version": self.version, "params": self.params.model_dump(mode="json")}
-
-
-def params_message(exc: ValidationError, source: str) -> str:
-    """One line naming the first invalid parameter, for a ``ConfigError``."""
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(parameters)"
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{source}: invalid parameter '{field}': {first['msg']}{more}"
 
 
 def seeded_rng(corpus: str, seed: int) -> random.Random:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ragleak.accounting.guarantee import Guarantee
 from ragleak.context import RunContext
+from ragleak.params import build_params
 from ragleak.rag.generator import Generator
 from ragleak.rag.prompt import ChatMessage
 from ragleak.records import HookName, Passage, Scored
@@ -41,7 +42,7 @@ class Defense:
 
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:
         # constructors store parameters only; heavy work belongs in prepare()
-        self.params = params if params is not None else self.Params(**kwargs)
+        self.params = build_params(type(self), "defense", params, kwargs)
         self.ctx = RunContext()
 
     def prepare(self, ctx: RunContext) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ragleak.accounting.guarantee import Guarantee
 from ragleak.defenses._masking import REGEX_DETECTORS, MaskingDefense, Span, regex_spans
@@ -25,6 +25,14 @@ from ragleak.records import HookName, Passage
 class RegexMaskingParams(DefenseParams):
     kinds: tuple[str, ...] = Field(default=tuple(REGEX_DETECTORS), description="which patterns to mask")
 
+    @field_validator("kinds")
+    @classmethod
+    def _known(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = set(kinds) - set(REGEX_DETECTORS)
+        if unknown:
+            raise ValueError(f"unknown pattern kinds {sorted(unknown)}; known: {', '.join(REGEX_DETECTORS)}")
+        return kinds
+
 
 class RegexMasking(MaskingDefense):
     name: ClassVar[str] = "pad-regex"
@@ -34,9 +42,6 @@ class RegexMasking(MaskingDefense):
 
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:
         super().__init__(params, **kwargs)
-        unknown = set(self.params.kinds) - set(REGEX_DETECTORS)
-        if unknown:
-            raise ValueError(f"unknown pattern kinds {sorted(unknown)}; known: {', '.join(REGEX_DETECTORS)}")
         self.patterns = tuple((kind, REGEX_DETECTORS[kind]) for kind in REGEX_DETECTORS if kind in self.params.kinds)
 
     def spans(self, text: str) -> list[Span]:

@@ -23,7 +23,8 @@ BASELINE = "none"
 CARD_QUERIES = (1, 10, 100, 1000)
 
 
-def _condition(r: CellRecord) -> tuple:
+def condition_key(r: CellRecord) -> tuple:
+    """What a defended cell shares with the baseline cell it is compared with."""
     s = r.spec
     return (s.attack, s.corpus, s.mode, s.epsilon, s.seed, s.budget)
 
@@ -43,7 +44,7 @@ def per_defense_values(records: list[CellRecord]) -> dict[str, dict[str, list[tu
             continue
         for key, value in r.metrics.items():
             if registered_metric(key) and isinstance(value, (int, float)):
-                out[r.spec.defense][key].append((_condition(r), float(value), r.transcript_digest or r.cell_id))
+                out[r.spec.defense][key].append((condition_key(r), float(value), r.transcript_digest or r.cell_id))
     return out
 
 

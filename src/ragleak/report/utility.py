@@ -16,13 +16,7 @@ from typing import Any
 
 from ragleak.grid.store import CellRecord, RunStore
 from ragleak.metrics.extraction import rouge_l
-
-BASELINE = "none"
-
-
-def _condition(r: CellRecord) -> tuple:
-    s = r.spec
-    return (s.attack, s.corpus, s.mode, s.epsilon, s.seed, s.budget)
+from ragleak.report.summary import BASELINE, condition_key
 
 
 def _answers(store: RunStore, cell_id: str) -> list[str | None] | None:
@@ -35,14 +29,14 @@ def _answers(store: RunStore, cell_id: str) -> list[str | None] | None:
 def utility_curves(run_dir: Path, records: list[CellRecord]) -> list[dict[str, Any]]:
     """One curve per ok cell whose defense logged per-query state (private-rag)."""
     store = RunStore(Path(run_dir))
-    baselines = {_condition(r): r for r in records if r.status == "ok" and r.spec.defense == BASELINE}
+    baselines = {condition_key(r): r for r in records if r.status == "ok" and r.spec.defense == BASELINE}
     curves = []
     for r in records:
         log = r.defense_state.get("log") if r.status == "ok" else None
         if not log:
             continue
         answers = _answers(store, r.cell_id) or []
-        base = baselines.get(_condition(r))
+        base = baselines.get(condition_key(r))
         base_answers = _answers(store, base.cell_id) if base is not None else None
         aligned = len(answers) == len(log)  # one log entry per query that reached retrieval
         points = []
