@@ -51,3 +51,24 @@ def test_demo_preset_meets_the_brief_and_every_name_is_registered():
         assert all(k in CORPORA.names() for k in c.corpora)
         for cell in c.expand()[:50]:  # every cell's parameters construct
             ATTACKS.get(cell.attack)(**cell.attack_params)
+
+
+def test_grid_epsilon_sets_each_defense_s_declared_parameter_or_is_inert():
+    from ragleak.defenses import DEFENSES
+    from ragleak.grid.cell import _defense
+    from ragleak.grid.spec import CellSpec
+
+    for name in DEFENSES.names():
+        cls = DEFENSES.get(name)
+        cell = CellSpec(attack="ps", defense=name, corpus="synthetic-corp", epsilon=3.0)
+        if cls.epsilon_param is None:
+            assert cell.applied_epsilon is None
+            continue
+        assert cls.epsilon_param in cls.Params.model_fields, name
+        assert cell.applied_epsilon == 3.0
+        assert getattr(_defense(cell).params, cls.epsilon_param) == 3.0
+        explicit = cell.model_copy(update={"defense_params": {cls.epsilon_param: 2.0}})
+        assert explicit.applied_epsilon is None and getattr(_defense(explicit).params, cls.epsilon_param) == 2.0
+    # the DP defenses of the paper grid all take it, so its two epsilons are two experiments
+    assert {d for d in preset("paper").defenses if DEFENSES.get(d).epsilon_param} >= {
+        "dp-retrieval", "ca-dp", "private-rag"}

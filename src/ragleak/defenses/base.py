@@ -39,6 +39,9 @@ class Defense:
     version: ClassVar[str] = "1"
     hooks: ClassVar[frozenset[HookName]] = frozenset()
     Params: ClassVar[type[DefenseParams]] = DefenseParams
+    # the parameter a grid's epsilon axis sets (the defense's headline epsilon); None: the axis
+    # is inert for this defense and its cells at different epsilons share their generations
+    epsilon_param: ClassVar[str | None] = None
 
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:
         # constructors store parameters only; heavy work belongs in prepare()

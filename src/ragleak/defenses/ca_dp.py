@@ -56,6 +56,7 @@ class CompositionAwareDPParams(DefenseParams):
 class CompositionAwareDP(Defense):
     name: ClassVar[str] = "ca-dp"
     version: ClassVar[str] = "1"
+    epsilon_param: ClassVar[str | None] = "conversation_epsilon"
     hooks = frozenset({"score_retrieval", "rewrite_context"})
     Params = CompositionAwareDPParams
 

@@ -57,6 +57,7 @@ class DPRetrievalParams(DefenseParams):
 class DPRetrieval(Defense):
     name: ClassVar[str] = "dp-retrieval"
     version: ClassVar[str] = "1"
+    epsilon_param: ClassVar[str | None] = "epsilon"
     hooks = frozenset({"score_retrieval"})
     Params = DPRetrievalParams
 

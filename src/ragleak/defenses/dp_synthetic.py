@@ -46,6 +46,7 @@ class DPSyntheticParams(DefenseParams):
 class DPSynthetic(Defense):
     name: ClassVar[str] = "dp-synthetic"
     version: ClassVar[str] = "1"
+    epsilon_param: ClassVar[str | None] = "epsilon"
     hooks = frozenset({"rewrite_context"})
     Params = DPSyntheticParams
 

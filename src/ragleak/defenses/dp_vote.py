@@ -54,6 +54,7 @@ class DPVoteParams(DefenseParams):
 class DPVote(Defense):
     name: ClassVar[str] = "dp-vote"
     version: ClassVar[str] = "1"
+    epsilon_param: ClassVar[str | None] = "eps_token"
     hooks: ClassVar[frozenset[HookName]] = frozenset({"generate"})
     Params: ClassVar[type[DefenseParams]] = DPVoteParams
 

@@ -79,6 +79,7 @@ class LPRAGParams(DefenseParams):
 class LPRAG(Defense):
     name: ClassVar[str] = "lprag"
     version: ClassVar[str] = "1"
+    epsilon_param: ClassVar[str | None] = "epsilon"
     hooks: ClassVar[frozenset[HookName]] = frozenset({"rewrite_context"})
     Params: ClassVar[type[DefenseParams]] = LPRAGParams
 

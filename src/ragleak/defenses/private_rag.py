@@ -67,6 +67,7 @@ class QueryLog(BaseModel):
 class PrivateRAG(Defense):
     name: ClassVar[str] = "private-rag"
     version: ClassVar[str] = "1"
+    epsilon_param: ClassVar[str | None] = "eps_q"
     hooks = frozenset({"score_retrieval", "generate"})
     Params = PrivateRAGParams
 

@@ -67,11 +67,10 @@ def _index(documents: list[Document], spec: CellSpec) -> PassageIndex:
 
 
 def _defense(spec: CellSpec):
-    cls = DEFENSES.get(spec.defense)
     params = dict(spec.defense_params)
-    if spec.epsilon is not None and "epsilon" in cls.Params.model_fields and "epsilon" not in params:
-        params["epsilon"] = spec.epsilon
-    return cls(**params)
+    if spec.epsilon_param is not None:
+        params[spec.epsilon_param] = spec.epsilon
+    return DEFENSES.get(spec.defense)(**params)
 
 
 def _share_components(attack, generator: CachedGenerator, spec: CellSpec) -> None:

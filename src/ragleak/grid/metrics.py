@@ -22,7 +22,7 @@ _SHORT = {"attribution_esr": "attr ESR", "attribution_f1": "attr F1", "attributi
 def short_label(key: str) -> str:
     """A column title for terminal tables (80 columns fit six metrics)."""
     if key.startswith("mi_auc_"):
-        return f"MI AUC {key[len('mi_auc_'):]}"
+        return f"MI AUC% {key[len('mi_auc_'):]}"
     return _SHORT.get(key, key)
 
 

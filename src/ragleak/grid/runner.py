@@ -142,7 +142,7 @@ def plan_summary(config: GridConfig) -> dict:
     Two cells share every generation when they send the same queries through the same
     generation path: same attack, corpus, mode, seed, budget and stack, and either the same
     defense, or defenses that act only after generation (``postprocess``), whose generations
-    are the baseline's. Epsilon matters only to a defense that takes an epsilon parameter.
+    are the baseline's. Epsilon matters only where it reaches the defense (``CellSpec.applied_epsilon``).
     """
     from ragleak.defenses import DEFENSES
 
@@ -152,11 +152,10 @@ def plan_summary(config: GridConfig) -> dict:
         try:
             cls = DEFENSES.get(c.defense)
             hooks = set(cls.hooks)
-            takes_eps = "epsilon" in cls.Params.model_fields
+            eps = c.applied_epsilon
         except Exception:  # an unimportable defense is reported by the run itself
-            hooks, takes_eps = {"generate"}, True
+            hooks, eps = {"generate"}, c.epsilon
         path = "baseline" if hooks <= {"postprocess"} else (c.defense, tuple(sorted(c.defense_params.items())))
-        eps = c.epsilon if takes_eps else None
         streams.add((c.attack, c.corpus, c.mode, c.seed, c.budget, repr(c.stack), repr(c.attack_params),
                      repr(c.corpus_params), path, eps))
     return {"cells": len(cells), "distinct_generation_streams": len(streams),

@@ -41,6 +41,23 @@ class CellSpec(BaseModel):
         return digest(self.model_dump(mode="json"))[:20]
 
     @property
+    def epsilon_param(self) -> str | None:
+        """The defense parameter the grid's epsilon sets (``Defense.epsilon_param``), or None
+        where the axis is inert: no epsilon, a defense without one (none, pad), or an explicit
+        value in ``defense_params``, which wins."""
+        from ragleak.defenses import DEFENSES
+
+        param = DEFENSES.get(self.defense).epsilon_param
+        if self.epsilon is None or param is None or param in self.defense_params:
+            return None
+        return param
+
+    @property
+    def applied_epsilon(self) -> float | None:
+        """The grid epsilon this cell's defense actually runs with (None where the axis is inert)."""
+        return None if self.epsilon_param is None else self.epsilon
+
+    @property
     def label(self) -> str:
         eps = "-" if self.epsilon is None else f"{self.epsilon:g}"
         return f"{self.attack}/{self.defense}/{self.corpus}/{self.mode}/eps={eps}/seed={self.seed}"

@@ -123,11 +123,12 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
     parts.append("<h2 id='guarantees'>Privacy guarantees: epsilon(T)</h2>")
     if figures.get("eps"):
         parts.append(f"<div class='fig'>{figures['eps']}</div>")
-    g_rows = [[_td(g["defense"]), _td("-" if g["epsilon"] is None else g["epsilon"]), _td(g["guarantee"]["unit"]["kind"]),
+    g_rows = [[_td(g["defense"]), _td("- (inert)" if g["epsilon"] is None else f"{g['epsilon']:g} ({g['epsilon_param']})"),
+               _td(g["guarantee"]["unit"]["kind"]),
                _td(g["guarantee"]["scope"]["kind"]), _td(g["guarantee"]["boundary"]),
                _td(", ".join(f"T={p['queries']}: {_num(p['eps'])}" for p in g["curve"]) or "no formal guarantee")]
               for g in summary["guarantees"]]
-    parts.append(_table(["defense", "eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows))
+    parts.append(_table(["defense", "grid eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows))
     parts.append("<h2 id='cells'>All cells</h2>")
     cell_rows = [[_td(c["label"]), _td(c["status"]), _td(json.dumps(c["metrics"])), _td(c["model_calls"]),
                   _td(c["cache_hits"]), _td(c["seconds"])] for c in summary["cells_table"]]

@@ -143,13 +143,17 @@ def guarantee_curves(records: list[CellRecord]) -> list[dict[str, Any]]:
     for r in records:
         if r.status != "ok" or not r.guarantee:
             continue
-        key = (r.spec.defense, r.spec.epsilon, repr(r.guarantee))
+        # the grid's epsilon is shown only where the defense took it (an inert axis would
+        # label, say, private-rag's eps_q = 20 guarantee "eps=1")
+        epsilon = r.spec.applied_epsilon
+        key = (r.spec.defense, epsilon, repr(r.guarantee))
         if key in seen:
             continue
         seen.add(key)
         g = Guarantee.model_validate(r.guarantee)
         points = [epsilon_after(g, t).model_dump(mode="json") for t in CARD_QUERIES] if g.is_formal else []
-        out.append({"defense": r.spec.defense, "epsilon": r.spec.epsilon, "guarantee": r.guarantee, "curve": points})
+        out.append({"defense": r.spec.defense, "epsilon": epsilon, "epsilon_param": r.spec.epsilon_param,
+                    "guarantee": r.guarantee, "curve": points})
     return out
 
 
