@@ -123,7 +123,7 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
     parts.append("<h2 id='guarantees'>Privacy guarantees: epsilon(T)</h2>")
     if figures.get("eps"):
         parts.append(f"<div class='fig'>{figures['eps']}</div>")
-    g_rows = [[_td(g["defense"]), _td("- (inert)" if g["epsilon"] is None else f"{g['epsilon']:g} ({g['epsilon_param']})"),
+    g_rows = [[_td(g["defense"]), _td(g["epsilon_setting"] or "- (inert)"),
                _td(g["guarantee"]["unit"]["kind"]),
                _td(g["guarantee"]["scope"]["kind"]), _td(g["guarantee"]["boundary"]),
                _td(", ".join(f"T={p['queries']}: {_num(p['eps'])}" for p in g["curve"]) or "no formal guarantee")]

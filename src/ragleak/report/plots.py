@@ -46,7 +46,7 @@ def epsilon_curves(guarantees: list[dict[str, Any]]) -> str | None:
         pts = [(p["queries"], p["eps"]) for p in g["curve"] if p["eps"] is not None and p["eps"] != float("inf")
                and not isinstance(p["eps"], str)]
         if pts:
-            label = g["defense"] + ("" if g["epsilon"] is None else f" ({g.get('epsilon_param', 'eps')}={g['epsilon']:g})")
+            label = g["defense"] + (f" ({g['epsilon_setting']})" if g["epsilon_setting"] else "")
             ax.plot(*zip(*pts), marker="o", label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")

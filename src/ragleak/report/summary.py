@@ -152,7 +152,8 @@ def guarantee_curves(records: list[CellRecord]) -> list[dict[str, Any]]:
         seen.add(key)
         g = Guarantee.model_validate(r.guarantee)
         points = [epsilon_after(g, t).model_dump(mode="json") for t in CARD_QUERIES] if g.is_formal else []
-        out.append({"defense": r.spec.defense, "epsilon": epsilon, "epsilon_param": r.spec.epsilon_param,
+        setting = None if epsilon is None else f"{r.spec.epsilon_param}={epsilon:g}"
+        out.append({"defense": r.spec.defense, "epsilon": epsilon, "epsilon_setting": setting,
                     "guarantee": r.guarantee, "curve": points})
     return out
 
