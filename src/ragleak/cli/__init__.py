@@ -204,8 +204,8 @@ def demo(
     if tour:
         _tour(out, config, as_json)
         return
-    from ragleak.grid.cli import grid_command
-    from ragleak.report.cli import report_command
+    from ragleak.cli.grid import grid_command
+    from ragleak.cli.report import report_command
 
     grid_command(preset="demo", config=None, out=out, dry_run=False, executor="local", workers=workers,
                  address=None, retry_errors=False, as_json=False)
@@ -213,7 +213,7 @@ def demo(
 
 
 def _tour(out: Path, config: Optional[Path], as_json: bool) -> None:
-    from ragleak.demo import run_demo
+    from ragleak.cli.tour import run_demo
 
     result = run_demo(out, _config(config))
 
@@ -235,17 +235,17 @@ def _tour(out: Path, config: Optional[Path], as_json: bool) -> None:
 
 
 # Commands that live in their own packages; one block per package, each added by its owner.
-from ragleak.attacks.cli import attack_command  # noqa: E402
+from ragleak.cli.attack import attack_command  # noqa: E402
 
 app.command("attack")(attack_command)
-from ragleak.accounting.cli import account_command  # noqa: E402
+from ragleak.cli.account import account_command  # noqa: E402
 app.command("account")(account_command)
-from ragleak.audit.cli import audit_command  # noqa: E402
+from ragleak.cli.audit import audit_command  # noqa: E402
 app.command("audit")(audit_command)
-from ragleak.grid.cli import grid_command  # noqa: E402
+from ragleak.cli.grid import grid_command  # noqa: E402
 
 app.command("grid")(grid_command)
-from ragleak.report.cli import diff_command, report_command  # noqa: E402
+from ragleak.cli.report import diff_command, report_command  # noqa: E402
 
 app.command("report")(report_command)
 app.command("diff")(diff_command)
