@@ -24,7 +24,7 @@ from ragleak.corpora.chunking import chunk_documents
 from ragleak.errors import ConfigError, CorpusError
 from ragleak.rag.cache import CachedGenerator, GenerationCache
 from ragleak.rag.embedder import Embedder, make_embedder
-from ragleak.rag.files import ragleak_home
+from ragleak.files import ragleak_home
 from ragleak.rag.generator import LlamaCppGenerator
 from ragleak.rag.index import PassageIndex
 from ragleak.records import Document, digest

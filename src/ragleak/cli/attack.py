@@ -62,7 +62,7 @@ def attack_command(
     """Run one attack and write its transcript (every query, answer, trace, error and the attack's state)."""
     from ragleak.attacks import ATTACKS
     from ragleak.config import load_stack_config
-    from ragleak.rag.files import atomic_write_text
+    from ragleak.files import atomic_write_text
 
     if (index is None) == (endpoint is None):
         raise typer.BadParameter("give exactly one of --index or --endpoint")

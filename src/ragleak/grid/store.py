@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragleak.errors import RagleakError
 from ragleak.grid.spec import CellSpec, GridConfig
-from ragleak.rag.files import atomic_write_text
+from ragleak.files import atomic_write_text
 
 CELL_SCHEMA_VERSION = 1
 

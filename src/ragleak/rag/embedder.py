@@ -19,7 +19,7 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ragleak.errors import EmbedderNotInstalledError
-from ragleak.rag.files import verified_package_file
+from ragleak.files import verified_package_file
 
 log = logging.getLogger(__name__)
 

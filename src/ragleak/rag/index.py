@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from ragleak.errors import IndexStoreError
 from ragleak.rag.embedder import Embedder
-from ragleak.rag.files import sha256_file
+from ragleak.files import sha256_file
 from ragleak.records import Passage, Scored
 
 INDEX_SCHEMA_VERSION = 1

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ragleak.errors import ModelNotInstalledError
-from ragleak.rag.files import atomic_write_text, package_dir, ragleak_home, sha256_file
+from ragleak.files import atomic_write_text, package_dir, ragleak_home, sha256_file
 
 log = logging.getLogger(__name__)
 

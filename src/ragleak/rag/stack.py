@@ -9,7 +9,7 @@ from ragleak.context import RunContext
 from ragleak.defenses import Defense
 from ragleak.rag.cache import CachedGenerator, GenerationCache
 from ragleak.rag.embedder import Embedder, make_embedder
-from ragleak.rag.files import ragleak_home
+from ragleak.files import ragleak_home
 from ragleak.rag.generator import Generator, LlamaCppGenerator
 from ragleak.rag.index import PassageIndex
 from ragleak.rag.pipeline import RAGPipeline

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ragleak.grid.store import RunStore
-from ragleak.rag.files import atomic_write_text
+from ragleak.files import atomic_write_text
 from ragleak.report import ci, html, plots
 from ragleak.report.summary import load_run, summarize
 

@@ -150,7 +150,7 @@ def _nav(page: str) -> str:
 
 
 def write(summary: dict[str, Any], figures: dict[str, str | None], path: Path) -> Path:
-    from ragleak.rag.files import atomic_write_text
+    from ragleak.files import atomic_write_text
 
     atomic_write_text(path, render(summary, figures))
     return path

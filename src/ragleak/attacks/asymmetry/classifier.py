@@ -32,7 +32,7 @@ from ragleak.attacks.asymmetry.probe import Observation
 from ragleak.attacks.asymmetry.scoring import SentenceScore
 from ragleak.attacks.asymmetry.labels import tokens
 from ragleak.errors import ConfigError
-from ragleak.rag.files import atomic_write_text
+from ragleak.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

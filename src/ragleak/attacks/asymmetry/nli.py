@@ -49,7 +49,7 @@ from typing import Literal, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ragleak.errors import ModelNotInstalledError
-from ragleak.rag.files import verified_package_file
+from ragleak.files import verified_package_file
 
 log = logging.getLogger(__name__)
 

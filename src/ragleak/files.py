@@ -1,4 +1,4 @@
-"""Locating, hashing and atomically writing files (shared by models, embedder, index, cache)."""
+"""Locating, hashing and atomically writing files (shared by models, embedder, index, cache, store, report)."""
 
 from __future__ import annotations
 
