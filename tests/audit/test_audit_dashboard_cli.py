@@ -10,15 +10,9 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from ragleak.audit import AuditError, inventory_class
-from ragleak.audit.dashboard import (
-    MetricReading,
-    readings_from_runs,
-    render_table_one,
-    render_table_two,
-    table_one,
-    table_two,
-)
+from ragleak.audit.dashboard import MetricReading, readings_from_runs, table_one, table_two
 from ragleak.cli import app
+from ragleak.cli.tables import render_table_one, render_table_two
 from ragleak.defenses.base import Defense
 
 

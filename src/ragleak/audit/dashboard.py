@@ -1,7 +1,7 @@
 """The audit dashboard: Table I (hook status per defense) and Table II (metric deltas, interpretable or not).
 
-Both tables are plain JSON records first (``table_one``, ``table_two``) and rich tables second
-(``render_table_one``, ``render_table_two``); the library builds them, the CLI prints them.
+Both tables are plain JSON records (``table_one``, ``table_two``): this module builds them, the
+CLI (``ragleak.cli.tables``) renders them for the terminal and the report renders them as HTML.
 
 Table I's overall status per defense, from its active hooks (``channels.active_hooks``):
 
@@ -22,8 +22,6 @@ from ``readings_from_runs``) and marks each cell by the interpretable rule of ``
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping, Sequence
-
-from rich.table import Table
 
 from ragleak.audit.channels import active_hooks, interpretable
 from ragleak.audit.inventory import ACTIVE_STATUSES, AuditError, DefenseInventory
@@ -135,61 +133,3 @@ def readings_from_runs(
             out.append(MetricReading(defense=defense, metric=metric, delta=iv.estimate, low=iv.low,
                                      high=iv.high, baseline=baseline))
     return out
-
-
-_SHORT = {"active": ("active", "green"), "pattern-limited": ("pattern", "yellow"),
-          "pass-through": ("pass-thru", "red"), "not-overridden": ("-", "dim")}
-_HOOK_TITLES = {"score_retrieval": "retrieval", "rewrite_context": "context", "generate": "generate",
-                "postprocess": "postprocess"}
-
-
-def render_table_one(rows: Sequence[dict[str, Any]]) -> Table:
-    """Table I as a rich table; ``problems`` of each row are left to the caller to list."""
-    table = Table(title="Table I: hook status per defense")
-    table.add_column("defense")
-    for hook in HOOK_NAMES:
-        table.add_column(_HOOK_TITLES[hook])
-    table.add_column("status")
-    for row in rows:
-        cells = []
-        for hook in HOOK_NAMES:
-            c = row["hooks"][hook]
-            label, style = _SHORT[c["static"]]
-            text = label + ("*" if c["declared"] else "")
-            if c["dynamic"] is not None:
-                text += f" {c['dynamic']['changed']}/{c['dynamic']['calls']}"
-            cells.append(f"[{style}]{text}[/]")
-        name = row["defense"] if row["defense"] == row["class"] else f"{row['defense']} ({row['class']})"
-        status = row["status"] + (" [red]![/]" if row["problems"] else "")
-        table.add_row(name, *cells, status)
-    table.caption = "* declared in `hooks`; N/M: changed N of M calls in the run; ! see problems"
-    return table
-
-
-def _column_title(metric_key: str) -> str:
-    from ragleak.grid.metrics import short_label
-
-    return short_label(metric_key)
-
-
-def render_table_two(cells: Sequence[dict[str, Any]]) -> Table:
-    metrics = sorted({c["metric"] for c in cells})
-    defenses = list(dict.fromkeys(c["defense"] for c in cells))
-    table = Table(title="Table II: metric delta vs baseline [95% interval]")
-    table.add_column("defense")
-    for m in metrics:
-        table.add_column(_column_title(m))
-    for d in defenses:
-        row = []
-        for m in metrics:
-            cell = next((c for c in cells if c["defense"] == d and c["metric"] == m), None)
-            if cell is None:
-                row.append("-")
-                continue
-            text = f"{cell['delta']:+.3g}"
-            if cell["low"] is not None and cell["high"] is not None:
-                text += f" [{cell['low']:.3g}, {cell['high']:.3g}]"
-            row.append(text if cell["interpretable"] else f"[dim]({text}) n.i.[/]")
-        table.add_row(d, *row)
-    table.caption = "n.i. = not interpretable: no active hook of the defense reaches the metric's channel"
-    return table

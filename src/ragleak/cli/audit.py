@@ -22,9 +22,10 @@ def audit_command(
     from pydantic import ValidationError
     from rich.console import Console
 
-    from ragleak.audit.dashboard import MetricReading, render_table_one, render_table_two, table_one, table_two
+    from ragleak.audit.dashboard import MetricReading, table_one, table_two
     from ragleak.audit.inventory import AuditError, StubHookError, inventory_of
     from ragleak.audit.trace import hook_activity, load_traces
+    from ragleak.cli.tables import render_table_one, render_table_two
 
     inventories = inventory_of(target)
     activity = hook_activity(load_traces(run)) if run is not None else None

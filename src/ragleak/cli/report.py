@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ragleak.cli.tables import column_title, render_table_one, render_table_two
+
 console = Console()
 
 
@@ -18,7 +20,6 @@ def report_command(
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """Write report.html, summary.json, cells.jsonl, ragleak.sarif and junit.xml into RUN_DIR."""
-    from ragleak.audit.dashboard import render_table_one, render_table_two
     from ragleak.report.build import build_report
 
     paths = build_report(run_dir)
@@ -37,13 +38,11 @@ def report_command(
 
 def leakage_table(levels: list[dict]) -> Table:
     """Defenses x metrics, each reading 'mean [low, high]' (one row per defense keeps it short)."""
-    from ragleak.grid.metrics import short_label
-
     metrics = sorted({r["metric"] for r in levels})
     table = Table(title="leakage per defense: mean [95% bootstrap interval over cells; * over one cell's queries]")
     table.add_column("defense")
     for m in metrics:
-        table.add_column(short_label(m))
+        table.add_column(column_title(m))
     cells: dict[str, dict[str, str]] = {}
     for r in levels:
         if r["low"] is None:
@@ -63,7 +62,6 @@ def diff_command(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show which per-defense metric levels moved between two runs (intervals that do not overlap)."""
-    from ragleak.grid.metrics import short_label
     from ragleak.report.diff import diff_runs
 
     rows = diff_runs(run_a, run_b)
@@ -75,6 +73,6 @@ def diff_command(
         table.add_column(col)
     fmt = lambda v: "-" if v is None else f"{v[0]:.3g}" + ("" if v[1] is None else f" [{v[1]:.3g}, {v[2]:.3g}]")  # noqa: E731
     for r in rows:
-        table.add_row(r["defense"], short_label(r["metric"]), fmt(r["a"]), fmt(r["b"]),
+        table.add_row(r["defense"], column_title(r["metric"]), fmt(r["a"]), fmt(r["b"]),
                       "-" if r["delta"] is None else f"{r['delta']:+.3g}", {True: "yes", False: "no", None: "-"}[r["moved"]])
     console.print(table)
