@@ -10,7 +10,7 @@ import pytest
 
 @pytest.mark.parametrize("statement", [
     "from ragleak.defenses import Defense",
-    "from ragleak.rag import RAGPipeline",
+    "from ragleak.rag.pipeline import RAGPipeline",
     "from ragleak.rag.target import HttpTarget, CallableTarget, PipelineTarget",
     "import ragleak.cli",
 ])
