@@ -80,7 +80,7 @@ def test_laplace_pld_agrees_with_prv_accountant():
 
 
 def test_gaussian_pld_matches_the_exact_gdp_value():
-    # T=100 Gaussian, noise multiplier 5: mu = sqrt(T)/sigma = 2, eps(1e-5) = 9.9973 (research/components.md §6)
+    # T=100 Gaussian, noise multiplier 5: mu = sqrt(T)/sigma = 2, eps(1e-5) = 9.9973 (the exact mu-GDP curve, Dong, Roth, Su 2019, arXiv 1905.02383)
     g = Guarantee(scope=PerResponse(eps_q=1.0, delta_q=0.0, mechanism="gaussian", noise_multiplier=5.0))
     assert epsilon_after(g, 100, method="pld", delta=1e-5).eps == pytest.approx(9.9973, abs=0.01)
 

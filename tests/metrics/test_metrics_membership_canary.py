@@ -80,7 +80,7 @@ def test_fisher_matches_scipy_and_the_seed_number():
     res = fisher_one_sided(53, 150, 0, 150)
     ref = fisher_exact([[53, 97], [0, 150]], alternative="greater")
     assert res.p_value == pytest.approx(ref.pvalue, rel=1e-12)
-    assert res.p_value == pytest.approx(4.06e-19, rel=0.01)  # research/algorithms.md 14.4
+    assert res.p_value == pytest.approx(4.06e-19, rel=0.01)  # 53/150 vs 0/150, the canary counts of Mind the Hook (arXiv 2608.09001)
     assert math.isinf(res.odds_ratio)
     for a, n1, b, n2 in [(5, 20, 2, 20), (0, 10, 3, 10), (7, 9, 7, 9)]:
         ref = fisher_exact([[a, n1 - a], [b, n2 - b]], alternative="greater")

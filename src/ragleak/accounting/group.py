@@ -1,4 +1,5 @@
-"""Group privacy: from document-level to person-level guarantees (algorithms.md §16.1).
+"""Group privacy: from document-level to person-level guarantees (group privacy; for
+zCDP, Bun and Steinke 2016, arXiv 1605.02065).
 
 If a mechanism is (eps, delta)-DP for neighbours that differ in one document, and every person
 owns at most m documents (enforced by contribution bounding, not merely observed), then for

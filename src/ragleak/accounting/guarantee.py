@@ -1,4 +1,4 @@
-"""A defense's privacy guarantee, stated in three slots (DESIGN.md "Guarantees").
+"""A defense's privacy guarantee, stated in three slots.
 
 * ``unit``: what neighbouring datasets differ in - one document, or one person owning up to
   ``max_docs`` documents;

@@ -1,6 +1,7 @@
 """Multi-domain: seeded health records, insurance policy terms and claim rules in one corpus.
 
-The knowledge-asymmetry attack's multi-domain setting (research/algorithms.md §5.5) needs a
+The knowledge-asymmetry attack's multi-domain setting (Chen, Wang, Zhang, Gu 2025,
+arXiv 2507.23229, Algorithm 1) needs a
 knowledge base whose domains the attacker does not know in advance. Documents cycle through
 three domains (``metadata["domain"]``):
 

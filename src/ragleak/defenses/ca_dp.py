@@ -1,4 +1,5 @@
-"""``ca-dp``: composition-aware DP over a multi-turn conversation (algorithms.md §13).
+"""``ca-dp``: composition-aware DP over a multi-turn conversation (the "CA-DP"
+defense named by Mind the Hook, arXiv 2608.09001, which does not specify it; this is our version).
 
 Each conversation gets a budget (eps_conv, delta). Each turn runs one per-turn mechanism - here
 DP top-k selection of the retrieved passages (``dp-retrieval``'s Laplace mechanism on clipped

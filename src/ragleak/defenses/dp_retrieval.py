@@ -1,6 +1,6 @@
 """``dp-retrieval`` (DP-R): differentially private top-k selection on clipped similarity scores.
 
-Mechanism (algorithms.md §6.3). For a query q and the candidate pool c_1..c_n handed to
+Mechanism (Laplace noise on every clipped score, then top-k: post-processing of an eps-DP release). For a query q and the candidate pool c_1..c_n handed to
 ``score_retrieval``:
 
     s_i = clip(sim(q, c_i), a, b)                  public bounds, default [0, 1] for cosine

@@ -1,7 +1,7 @@
 """Single-query pure-DP answer generation by voting over public candidate tokens.
 
 This is the per-query mechanism ``private-rag`` runs on the passages it selected; a simplified
-member of the sample-and-aggregate family of Koga et al. (algorithms.md §7), honestly different
+member of the sample-and-aggregate family of Koga et al. (2024, arXiv 2412.04697), honestly different
 from it in one way: the vote is over a *public* candidate set instead of the whole vocabulary.
 
 Per generated token n (at most ``max_new_tokens``):

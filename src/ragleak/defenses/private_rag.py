@@ -1,4 +1,5 @@
-"""``private-rag``: multi-query RAG with per-document privacy filters (MuRAG, algorithms.md §10).
+"""``private-rag``: multi-query RAG with per-document privacy filters (MuRAG: Wu, Wang,
+Zhang, Wang 2025, arXiv 2511.07637).
 
 For the t-th query q_t (Wu et al. 2025, MuRAG with a fixed threshold):
 

@@ -1,6 +1,7 @@
 """The DP keyword-histogram synthetic corpus behind ``dp-synthetic`` (pure numpy + an embedder).
 
-Mechanism ("DP keyword-histogram corpus", a simplified stage 1a of DP-SynRAG, algorithms.md §11):
+Mechanism ("DP keyword-histogram corpus", a simplified stage 1a of DP-SynRAG:
+Mori, Kakizaki, Miyagawa, Sakuma 2025, arXiv 2510.06719):
 
 1. Public vocabulary V: the single-word lemmas of WordNet 3.0 (Debian's ``wordnet-base``), fixed
    before any private data is seen; English stop words are removed.

