@@ -1,4 +1,5 @@
-"""Privacy amplification by Poisson subsampling, with a guard against misusing it (§16.2).
+"""Privacy amplification by Poisson subsampling, with a guard against misusing it
+(Zhu and Wang 2019, arXiv 1906.09393).
 
 If M is (eps, delta)-DP under add/remove and each document enters the sample independently with
 probability gamma - fresh coins per query, independent of the data and of the query, hidden from

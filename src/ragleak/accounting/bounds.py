@@ -1,4 +1,5 @@
-"""DP as hypothesis testing, and empirical epsilon lower bounds from an attack (§15.1-15.2).
+"""DP as hypothesis testing, and empirical epsilon lower bounds from an attack
+(Kairouz, Oh, Viswanath 2015; Jagielski, Ullman, Oprea 2020, arXiv 2006.07709).
 
 Bound. If M is (eps, delta)-DP, every test of "M(D)" against "M(D')" with rejection region S has
 

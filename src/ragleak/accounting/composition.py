@@ -1,4 +1,5 @@
-"""epsilon_after(guarantee, T): the privacy loss after T queries, per scope (§13.1, §16).
+"""epsilon_after(guarantee, T): the privacy loss after T queries, per scope (basic and
+advanced composition, RDP: Mironov 2017, arXiv 1702.07476; group privacy; filters).
 
 Scopes (``guarantee.py``):
 

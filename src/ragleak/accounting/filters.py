@@ -1,4 +1,5 @@
-"""Per-document privacy filters (individual accounting; Feldman & Zrnic 2021, MuRAG §10).
+"""Per-document privacy filters (individual accounting: Feldman & Zrnic 2021,
+arXiv 2008.11193, as MuRAG uses them, Wu et al. 2025, arXiv 2511.07637).
 
 Each document z starts with budget E_0(z) = M * eps_q. A query charges eps_q to every active
 document whose own relevance passes the public threshold (whether or not it is finally used),

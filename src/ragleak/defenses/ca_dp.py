@@ -19,7 +19,7 @@ defense through ``begin_query``): a single-turn query is a conversation of one t
 
 Scope, honestly: the budget bounds what *one conversation* learns about the retrieval selection.
 An attacker can open new conversations, so there is no corpus-level bound across conversations
-(§13.2), and, like every retrieval-side mechanism, the answers quote the selected passages, so
+and, like every retrieval-side mechanism, the answers quote the selected passages, so
 the claim covers the retrieved ids, not the answer text. Earlier answers travel in the history;
 they were built from DP-selected passages and are accounted as part of the same conversation.
 """

@@ -23,7 +23,7 @@ Assumptions and limits, stated in ``guarantee()``:
   the exact pre-selection of the pool by the index is a data-dependent step outside the
   mechanism;
 * the guarantee covers *which documents are selected* (boundary ``retrieved-ids``): the LLM
-  then reads the selected passages verbatim, so answers are not DP (§6.1);
+  then reads the selected passages verbatim, so answers are not DP;
 * each query costs eps; T queries compose (the accountant computes eps(T); Laplace mode is
   accounted exactly as a Laplace mechanism of noise multiplier 1/eps).
 """
