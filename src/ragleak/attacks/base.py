@@ -38,7 +38,7 @@ ThreatModel = Literal["black-box", "needs-retrieved-ids"]
 #: session, or chained into conversations of ``MULTI_TURNS`` turns, so the history travels with
 #: every later turn and a per-conversation defense (ca-dp) composes its budget over them.
 SessionMode = Literal["single", "multi"]
-MULTI_TURNS = 3  # PM's default conversation length (algorithms.md 1.6)
+MULTI_TURNS = 3  # PM's default conversation length (our choice: Mind the Hook does not state one)
 
 # What a failing target call may raise. Targets are outside our control (an HTTP endpoint, a user
 # callable, a pipeline with a user defense): these are recorded as errors, not crashes.

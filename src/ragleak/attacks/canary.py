@@ -1,4 +1,4 @@
-"""The exact-match canary protocol (Mind the Hook §VI-A; algorithms.md §14.3).
+"""The exact-match canary protocol (Mind the Hook, arXiv 2608.09001, §VI-A).
 
 Protocol: 50 out-of-vocabulary e-mail canaries ``operator_N@acmetest-internal.canary``, one per
 document of a 50-document knowledge base; the PS attack with the 50-query ``canary-targeted``

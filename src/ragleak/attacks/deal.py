@@ -1,7 +1,7 @@
 """DEAL: privacy extraction with an LLM optimizer (Zhang et al. 2025, OpenReview sx8dtyZT41).
 
 The paper is the fourth baseline of Mind the Hook; its text and code are not public, so this is
-the reconstruction of algorithms.md §1.6 [UNVERIFIED beyond the secondary descriptions]: an
+our reconstruction from the secondary descriptions (unverified against the paper): an
 OPRO-style loop in which the attacker LLM rewrites attack strings from their scores.
 
     candidates = seed prompts (the first ``n_candidates`` of the shared extraction pool)

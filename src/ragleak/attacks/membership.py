@@ -1,4 +1,5 @@
-"""Black-box membership inference (MI) against a RAG target (algorithms.md §4; Mind the Hook A.3).
+"""Black-box membership inference (MI) against a RAG target (Mind the Hook, arXiv 2608.09001,
+A.3; direct query after Anderson, Amit, Goldsteen 2024, arXiv 2405.20446).
 
 The attacker is granted the candidate documents (``CorpusView.documents``: members and
 non-members mixed, unlabelled) and query access. For each candidate ``x`` it sends:
@@ -12,8 +13,8 @@ non-members mixed, unlabelled) and query access. For each candidate ``x`` it sen
      entities are e-mails, numbers and capitalised-name candidates in ``r``; a refusal scores its
      keyword hits only [IMPL-CHOICE weights: the seed paper lists the features, not weights];
    * ``s2mia`` - S²MIA's similarity feature: sentence BLEU-4 (add-one smoothing of n-gram
-     precisions for n >= 2, brevity penalty) of ``r`` against ``x_r`` [IMPL-CHOICE reference
-     ``x_r``, §4.2]; the perplexity feature needs log-probs of the target and is not used, so this
+     precisions for n >= 2, brevity penalty) of ``r`` against ``x_r`` [our choice of reference:
+     ``x_r``]; the perplexity feature needs log-probs of the target and is not used, so this
      is the black-box, threshold-free half of S²MIA;
 2. the **RAG-MIA** direct query of Anderson et al. 2024: ``Does this: "{x[:1000]}" appear in the
    context? Answer with Yes or No.`` scored 1 for Yes, 0 for No or neither, 0 when both appear

@@ -1,4 +1,4 @@
-"""RAG-Thief (Jiang et al., arXiv 2411.14110 v1; algorithms.md §2): an agent with memory and
+"""RAG-Thief (Jiang, Pan, Hong, Bao, Yang 2024, arXiv 2411.14110 v1): an agent with memory and
 reflection that extends what it already extracted.
 
 State: a short-term FIFO memory ``S`` of chunks not yet reflected on (initialised with the

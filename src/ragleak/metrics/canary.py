@@ -1,6 +1,7 @@
 """Canary recovery: exact-match counts per seed, a one-sided Fisher exact test, the per-seed table.
 
-Protocol (research/algorithms.md 14.3): each canary is a unique out-of-vocabulary string planted
+Protocol (the exact-match canary test of Mind the Hook, arXiv 2608.09001, §VI-A, after
+Carlini et al. 2019, arXiv 1802.08232): each canary is a unique out-of-vocabulary string planted
 in one document; a canary counts as recovered in a run when the full string appears verbatim in
 any answer of that run. Totals are ``recovered / (canaries x seeds)``.
 

@@ -1,4 +1,4 @@
-"""The knowledge-asymmetry attack (Chen, Wang, Zhang, Gu; ICLR 2026; research/algorithms.md §5).
+"""The knowledge-asymmetry attack (Chen, Wang, Zhang, Gu 2025, arXiv 2507.23229; ICLR 2026).
 
 Modules: ``query`` (Q = q1 ⊕ q2, the standard LLM), ``scoring`` (sentence cosine + NLI
 correction), ``nli`` (pluggable NLI stage and its validation), ``labels`` (attribution ground

@@ -2,7 +2,7 @@
 
 Features (``FEATURE_SETS``):
 
-* ``paper``    - [Ŝ_i] only, as the paper describes (research/algorithms.md §5.4);
+* ``paper``    - [Ŝ_i] only, as the paper describes (Chen, Wang, Zhang, Gu 2025, arXiv 2507.23229);
 * ``cosine``   - [S_i], the cosine-only ablation (no NLI);
 * ``extended`` - [S_i, Ŝ_i, p_c, p_n, p_e, log(1 + tokens)], an [IMPL-CHOICE] reported separately.
 

@@ -10,7 +10,7 @@ Defaults tau = 0.5, min_tokens = 3. The LCS keeps word order but allows gaps, so
 copies a passage's facts with a few words changed (the usual small-LLM paraphrase) counts as
 attributable, while a sentence that only shares a name or a stop-word scaffold does not. The
 paper's rule is exact containment ("appears in"); reviewers noted that labels paraphrases 0,
-which is why the fuzzy recall is the default here (research/algorithms.md §5.4).
+which is why the fuzzy recall is the default here.
 
 The context is what the LLM saw: the passages in the trace's prompt (after any
 ``rewrite_context`` hook), recovered by inverting ``rag.prompt.format_context``.

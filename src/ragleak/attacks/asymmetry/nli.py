@@ -9,7 +9,7 @@ implementations:
     fixed input length of 160 tokens and **two** output logits. Its label meaning is not
     documented; measured behaviour is that the softmax probability of logit 1, ``p1``, falls in
     three bands: neutral/unrelated near 0.05, entailment near 0.6, contradiction near 1.0
-    (research/components.md §3). We turn the scalar into a three-way distribution by linear
+    (measured on labelled pairs when the model was chosen). We turn the scalar into a three-way distribution by linear
     interpolation between those class centres ``c_n < c_e < c_c``:
 
         p1 <= c_n          : (p_c, p_n, p_e) = (0, 1, 0)

@@ -17,7 +17,7 @@ unit-norm sentence embeddings v_i = emb(R_i), u_j = emb(A_j) (all-MiniLM-L6-v2):
 
 A low Ŝ_i means the LLM's parametric knowledge does not explain R_i, so R_i is likely drawn from
 the private corpus. The paper writes "raw confidence"; its worked examples only fit
-probability-scale values, so corrections use probabilities (research/algorithms.md §5.3). When
+probability-scale values, so corrections use probabilities (Chen, Wang, Zhang, Gu 2025, arXiv 2507.23229, §3). When
 A has no sentence, S_i = 0 and no NLI correction applies (nothing to compare against).
 
 Sentences come from pysbd (rule-based, abbreviation- and number-aware), applied line by line so
