@@ -1,7 +1,7 @@
 """Lazy plugin registries.
 
-Each plugin kind (corpora, defenses, attacks, metrics, targets, models) has one ``Registry``
-mapping a public name to a ``"module:attribute"`` string. Nothing is imported until a name is
+Each plugin kind has one ``Registry`` (``ATTACKS``, ``DEFENSES``, ``METRICS``, ``CORPORA``, in
+their packages' ``__init__``) mapping a public name to a ``"module:attribute"`` string. Nothing is imported until a name is
 looked up, so listing plugins is cheap and a broken optional plugin cannot break the others.
 Third-party plugins register the same way, through the ``ragleak.<kind>`` entry-point group.
 """

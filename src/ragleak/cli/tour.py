@@ -1,4 +1,4 @@
-"""`ragleak demo` until the grid lands: index Synthetic-Corp, ask, attack, show the trace."""
+"""`ragleak demo --tour`: index Synthetic-Corp, ask, attack, show the trace (the full demo is the grid)."""
 
 from __future__ import annotations
 
