@@ -167,9 +167,9 @@ def render_table_one(rows: Sequence[dict[str, Any]]) -> Table:
 
 
 def _column_title(metric_key: str) -> str:
-    from ragleak.grid.metrics import short_label
+    from ragleak.metrics import metric_title
 
-    return short_label(metric_key)
+    return metric_title(metric_key)
 
 
 def render_table_two(cells: Sequence[dict[str, Any]]) -> Table:

@@ -37,13 +37,13 @@ def report_command(
 
 def leakage_table(levels: list[dict]) -> Table:
     """Defenses x metrics, each reading 'mean [low, high]' (one row per defense keeps it short)."""
-    from ragleak.grid.metrics import short_label
+    from ragleak.metrics import metric_title
 
     metrics = sorted({r["metric"] for r in levels})
     table = Table(title="leakage per defense: mean [95% bootstrap interval over cells; * over one cell's queries]")
     table.add_column("defense")
     for m in metrics:
-        table.add_column(short_label(m))
+        table.add_column(metric_title(m))
     cells: dict[str, dict[str, str]] = {}
     for r in levels:
         if r["low"] is None:
@@ -63,7 +63,7 @@ def diff_command(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show which per-defense metric levels moved between two runs (intervals that do not overlap)."""
-    from ragleak.grid.metrics import short_label
+    from ragleak.metrics import metric_title
     from ragleak.report.diff import diff_runs
 
     rows = diff_runs(run_a, run_b)
@@ -75,6 +75,6 @@ def diff_command(
         table.add_column(col)
     fmt = lambda v: "-" if v is None else f"{v[0]:.3g}" + ("" if v[1] is None else f" [{v[1]:.3g}, {v[2]:.3g}]")  # noqa: E731
     for r in rows:
-        table.add_row(r["defense"], short_label(r["metric"]), fmt(r["a"]), fmt(r["b"]),
+        table.add_row(r["defense"], metric_title(r["metric"]), fmt(r["a"]), fmt(r["b"]),
                       "-" if r["delta"] is None else f"{r['delta']:+.3g}", {True: "yes", False: "no", None: "-"}[r["moved"]])
     console.print(table)

@@ -2,15 +2,16 @@
 
 Rule (documented, used for training and for every metric):
 
-    tokens(x)  = lower-cased word tokens of x (regex \\w+)
+    tokens(x)  = lower-cased alphanumeric word tokens of x (``ragleak.lcs.tokens``)
     rougeL_recall(R_i, T) = LCS(tokens(R_i), tokens(T)) / |tokens(R_i)|
+                          = ROUGE-L precision of R_i against T (``ragleak.lcs.rouge_l``)
     y_i = 1  iff  |tokens(R_i)| >= min_tokens  and  max_{T in top-k context} rougeL_recall(R_i, T) >= tau
 
 Defaults tau = 0.5, min_tokens = 3. The LCS keeps word order but allows gaps, so a sentence that
 copies a passage's facts with a few words changed (the usual small-LLM paraphrase) counts as
 attributable, while a sentence that only shares a name or a stop-word scaffold does not. The
 paper's rule is exact containment ("appears in"); reviewers noted that labels paraphrases 0,
-which is why the fuzzy recall is the default here (research/algorithms.md §5.4).
+which is why the fuzzy recall is the default here.
 
 The context is what the LLM saw: the passages in the trace's prompt (after any
 ``rewrite_context`` hook), recovered by inverting ``rag.prompt.format_context``.
@@ -21,20 +22,17 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ragleak.lcs import lcs_length
+from ragleak.lcs import lcs_length, rouge_l, tokens
 from ragleak.records import Trace
 
-_TOKEN = re.compile(r"\w+")
+__all__ = ["attribution", "attribution_label", "context_passages", "lcs_length", "rouge_l_recall", "tokens"]
+
 _PASSAGE = re.compile(r"^Passage \d+: (.*)$")
 
 
-def tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text.lower())
-
-
 def rouge_l_recall(sentence: str, passage: str) -> float:
-    s = tokens(sentence)
-    return lcs_length(s, tokens(passage)) / len(s) if s else 0.0
+    """The share of ``sentence``'s tokens found, in order, in ``passage``."""
+    return rouge_l(sentence, passage).precision
 
 
 def attribution(sentence: str, passages: Sequence[str]) -> float:
