@@ -62,14 +62,15 @@ def query_bootstrap(groups: Sequence[Group], metric: Callable[[np.ndarray, np.nd
     groups = [(np.asarray(y), np.asarray(x)) for y, x in groups if len(y)]
     if not groups:
         nan = float("nan")
-        return {"value": nan, "low": nan, "high": nan, "n_resamples": n_resamples, "n_undefined": n_resamples}
+        return {"value": nan, "low": nan, "high": nan, "half_width": nan, "n_resamples": n_resamples,
+                "n_undefined": n_resamples, "queries": 0}
 
     def pooled(sample: list[Group]) -> float:
         return metric(np.concatenate([g[0] for g in sample]), np.concatenate([g[1] for g in sample]))
 
     iv = bootstrap(groups, pooled, n_resamples=n_resamples, seed=seed)
-    return {"value": iv.estimate, "low": iv.low, "high": iv.high, "n_resamples": n_resamples,
-            "n_undefined": iv.n_undefined, "queries": iv.n_unique}
+    return {"value": iv.estimate, "low": iv.low, "high": iv.high, "half_width": (iv.high - iv.low) / 2,
+            "n_resamples": n_resamples, "n_undefined": iv.n_undefined, "queries": iv.n_unique}
 
 
 def evaluate(groups: Sequence[Group], threshold: float = 0.5, n_resamples: int = N_RESAMPLES,
