@@ -49,7 +49,7 @@ def observations_from(transcript):
 
 
 def ablate(observations, embedder, nli, seed):
-    from ragleak.attacks.asymmetry import metrics
+    from ragleak.metrics import attribution as metrics
     from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, split_by_query
     from ragleak.attacks.asymmetry.probe import rescore
 
@@ -57,8 +57,8 @@ def ablate(observations, embedder, nli, seed):
     for name, (use_nli, gate, feature_sets) in VARIANTS.items():
         obs = [rescore(o, embedder, nli if use_nli else None, gate) for o in observations]
         obs = [o for o in obs if o.sentences and o.labels is not None]
-        raw = metrics.bootstrap([(np.array(o.labels), -np.array([s.score for s in o.sentences])) for o in obs],
-                                metrics.auc, 2000, seed).to_dict()
+        raw = metrics.query_bootstrap([(np.array(o.labels), -np.array([s.score for s in o.sentences])) for o in obs],
+                                      metrics.auc, 2000, seed)
         train, test = split_by_query(obs, 0.34, seed)
         held_out = {}
         for fs in feature_sets:

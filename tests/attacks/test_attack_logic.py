@@ -15,7 +15,8 @@ from ragleak.attacks import ATTACKS, Attack, CorpusView, Transcript, make_attack
 from ragleak.attacks.base import AttackResult
 from ragleak.attacks.canary import FORBIDDEN_IN_QUERIES, canary_kb, email_canaries, name_canaries
 from ragleak.attacks.membership import bleu, heuristic_score, membership_split, yes_no_score
-from ragleak.attacks.parsing import pii_items, rouge_l, split_chunks
+from ragleak.attacks.parsing import pii_items, split_chunks
+from ragleak.lcs import Rouge, rouge_l
 from ragleak.attacks.pools import load_pool, pool_names
 from ragleak.errors import ConfigError
 from ragleak.rag.target import CallableTarget, HttpTarget
@@ -201,7 +202,7 @@ def test_parsing_helpers():
     pii = pii_items(answer)
     assert pii["email"] == ["sarah.hall@lopez.com"] and pii["phone"] == ["(875) 542-0355"]
     assert "Sarah Hall" in pii["name"]
-    assert rouge_l("a b c d", "a b c d")[2] == 1.0 and rouge_l("a b", "c d") == (0.0, 0.0, 0.0)
+    assert rouge_l("a b c d", "a b c d").f1 == 1.0 and rouge_l("a b", "c d") == Rouge(0.0, 0.0, 0.0)
 
 
 def test_an_attack_without_ids_access_is_refused_where_it_needs_them():

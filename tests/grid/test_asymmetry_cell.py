@@ -21,8 +21,12 @@ def test_asymmetry_cell_records_attribution_metrics_and_reuses_the_cache(tmp_pat
     first = execute_cell(spec, str(tmp_path))
     assert first.status == "ok", first.traceback
     m = first.metrics
-    assert m["attribution_sentences"] >= 1 and 0 <= m["attribution_private"] <= m["attribution_sentences"]
-    assert "attribution_f1" in m or "attribution_auc" in m or m["attribution_private"] == 0
+    esr = m["attribution_esr"]
+    assert esr.n_of == "sentences" and esr.n >= 1 and 0 <= esr.details["private"] <= esr.n
+    assert esr.failed == first.counts.errors and first.counts.answered + first.counts.errors == first.counts.queries
+    for key in ("attribution_f1", "attribution_auc"):  # defined, or undefined with the reason
+        assert m[key].value is not None or m[key].note
+    assert m["nel_strict"].n == first.counts.answered and "nel_strict[EMAIL_REAL]" in m
     # 2 RAG answers + 2 plain-LLM answers, all through the run's cache
     assert first.model_calls == 4 and first.cache_hits == 0
     again = execute_cell(spec, str(tmp_path))

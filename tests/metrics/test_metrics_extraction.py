@@ -6,16 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragleak.metrics.extraction import (
-    RecoveredChunkRate,
-    RougeLExtraction,
-    VerbatimLeaks,
-    lcs_length,
-    recovered_chunk_rate,
-    rouge_l,
-    score_answer,
-    tokens,
-)
+from ragleak.lcs import lcs_length, rouge_l, tokens
+from ragleak.metrics.extraction import recovered_chunk_rate, score_answer
 from ragleak.metrics.verbatim import leaked_passages
 from ragleak.records import Passage
 
@@ -59,19 +51,16 @@ def test_score_answer_and_recovered_chunks():
     assert recovered_chunk_rate([answer, paraphrase], CHUNKS) == pytest.approx(1 / 3)
     assert recovered_chunk_rate([answer, paraphrase], CHUNKS + CHUNKS[:1]) == pytest.approx(1 / 3)  # dedup
     assert recovered_chunk_rate([paraphrase], CHUNKS, threshold=0.3) == pytest.approx(1 / 3)
-    assert RecoveredChunkRate().compute([answer], CHUNKS) == pytest.approx(1 / 3)
-    assert RougeLExtraction().compute([answer, paraphrase], [CHUNKS[:1], CHUNKS[1:2]]) < 1.0
-    assert VerbatimLeaks().compute([answer, paraphrase], [CHUNKS, CHUNKS]) == pytest.approx(0.5)
 
 
 def test_embedding_similarity_with_the_default_embedder(embedder):
-    from ragleak.metrics.extraction import EmbeddingSimilarity, embedding_similarity
+    from ragleak.metrics.extraction import embedding_similarity
 
     sims = embedding_similarity(["The ferry from Dunmore to Clarebay runs every 90 minutes."],
                                 [c.text for c in CHUNKS], embedder)
     assert sims.shape == (1, 3) and int(sims.argmax()) == 1
     assert sims[0, 1] > 0.6 > sims[0, 2]
-    assert EmbeddingSimilarity().compute([CHUNKS[2].text], [CHUNKS], embedder) == pytest.approx(1.0, abs=1e-4)
+    assert float(embedding_similarity([CHUNKS[2].text], [CHUNKS[2].text], embedder)[0, 0]) == pytest.approx(1.0, abs=1e-4)
 
 
 def test_sources_from_traces_maps_context_ids_to_ground_truth():
@@ -87,3 +76,27 @@ def test_sources_from_traces_maps_context_ids_to_ground_truth():
     assert answers == ["a1", "a2"] and [[p.id for p in s] for s in sources] == [["d1#0", "d3#0"], ["d2#0"]]
     with pytest.raises(KeyError):
         sources_from_traces([trace("a", ["zz#9"])], CHUNKS)
+
+
+ROUGE_CASES = [
+    ("the cat sat on the mat", "the cat is on the mat"),
+    ("Maria Gonzales, born 1984-03-12, was treated at Riverside Clinic.", "Patient record 4471: Maria Gonzales "
+     "was treated at Riverside Clinic for asthma in May 2023."),
+    ("Café au lait costs €3,50 at the Zürich station_kiosk!", "the zürich station kiosk sells café au lait"),
+    ("", "anything at all"),
+    ("no overlap here", "entirely different words"),
+]
+
+
+@pytest.mark.parametrize("candidate,reference", ROUGE_CASES)
+def test_rouge_l_agrees_with_the_rouge_score_package(candidate, reference):
+    rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer", reason="rouge-score is in the dev extra")
+    ref = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False).score(reference, candidate)["rougeL"]
+    mine = rouge_l(candidate, reference)
+    assert (mine.precision, mine.recall, mine.f1) == pytest.approx((ref.precision, ref.recall, ref.fmeasure))
+
+
+def test_rouge_l_hand_computed():
+    # candidate tokens: a b c d e; reference: a x c y e z -> LCS a c e = 3; P = 3/5, R = 3/6
+    r = rouge_l("A b, C d-e", "a x c y e z")
+    assert (r.precision, r.recall, r.f1) == pytest.approx((0.6, 0.5, 2 * 0.6 * 0.5 / 1.1))

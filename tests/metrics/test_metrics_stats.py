@@ -84,3 +84,24 @@ def test_paired_delta_cancels_shared_run_variation():
     assert paired.estimate == pytest.approx(unpaired.estimate)
     with pytest.raises(ValueError):
         paired_bootstrap_delta([1.0], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_our_percentile_bootstrap_agrees_with_scipy(seed):
+    """Same generator, same statistic: ``stats.bootstrap`` gives scipy's percentile interval."""
+    from scipy import stats as sps
+
+    data = np.random.default_rng(100 + seed).lognormal(0.0, 1.0, size=40)
+    mine = bootstrap(list(data), lambda xs: float(np.median(xs)), n_resamples=999, seed=seed)
+    ref = sps.bootstrap((data,), np.median, n_resamples=999, method="percentile", vectorized=False,
+                        random_state=np.random.default_rng(seed), confidence_level=0.95)
+    assert (mine.low, mine.high) == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high))
+
+
+def test_bootstrap_skips_undefined_resamples():
+    from ragleak.metrics.stats import roc_auc
+
+    units = [(1, 0.9), (0, 0.1), (1, 0.8), (0, 0.3)]
+    iv = bootstrap(units, lambda s: roc_auc([y for y, _ in s], [x for _, x in s]), n_resamples=500, seed=1)
+    assert iv.estimate == 1.0 and 0 < iv.n_undefined < 500  # one-class resamples are skipped, not zero
+    assert np.isnan(roc_auc([1, 1], [0.2, 0.3]))

@@ -53,6 +53,8 @@ def test_every_output_is_written_and_consistent(run_dir):
     # Table II follows Table I: every hook reaches the output channel the verbatim metrics observe,
     # so a reading is interpretable exactly when its defense has an active hook in this run
     assert summary["table_two"]
+    levels = {r["metric"] for r in summary["levels"]}  # the registry's readings reach the summary
+    assert {"nel_strict", "nel_strict[EMAIL_REAL]", "nel_strict[PERSON_NAME]", "rougeL_max", "verbatim_leaks"} <= levels
     for cell in summary["table_two"]:
         assert cell["interpretable"] == bool(defenses[cell["defense"]]["active_hooks"]), cell
     sarif = json.loads(open(paths["sarif"]).read())

@@ -5,10 +5,12 @@ test_report.py and tests/grid cover the same sections on real cells."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from ragleak.attacks.base import QueryRecord, Transcript
 from ragleak.grid.spec import GridConfig
 from ragleak.grid.store import CellRecord, RunStore
+from ragleak.metrics import MetricResult
 from ragleak.report.build import build_report
 from ragleak.report.summary import summarize
 
@@ -40,13 +42,16 @@ def _run(tmp_path):
             "tokens": 10} for t, r, a in [(1, 2, 30), (2, 2, 28), (3, 0, 28)]]
     _write(store, by[("ps", "private-rag")], ["alice smith works at acme", "bob", "no idea"],
            defense_state={"log": log, "retired": 2, "truncated_queries": 0})
-    attribution = {"attribution_esr": 0.75, "attribution_esr_ci": [0.5, 1.0], "attribution_f1": 0.6,
-                   "attribution_f1_ci": [0.4, 0.8], "attribution_auc": 0.9, "attribution_auc_ci": [0.7, 1.0],
-                   "attribution_sentences": 12, "attribution_private": 4}
+    def reading(value, interval, sentences, private, note=None):
+        return MetricResult(value=value, n=sentences, n_of="sentences", interval=interval, interval_over="queries",
+                            note=note, details={"sentences": sentences, "private": private})
+
+    attribution = {"attribution_esr": reading(0.75, (0.5, 1.0), 12, 4), "attribution_f1": reading(0.6, (0.4, 0.8), 12, 4),
+                   "attribution_auc": reading(0.9, (0.7, 1.0), 12, 4)}
     _write(store, by[("asymmetry", "none")], answers, metrics=attribution)
     _write(store, by[("asymmetry", "private-rag")], answers,
-           metrics={"attribution_sentences": 5, "attribution_private": 0, "attribution_f1": 0.0,
-                    "attribution_f1_ci": [0.0, 0.0]},
+           metrics={"attribution_esr": reading(None, None, 5, 0, "no private sentence: ESR undefined"),
+                    "attribution_f1": reading(0.0, (0.0, 0.0), 5, 0)},
            defense_state={"log": log[:2], "retired": 0})  # log shorter than the transcript
     return tmp_path
 
@@ -72,11 +77,11 @@ def test_attribution_rows_carry_intervals_and_undefined_values(tmp_path):
 
 def test_the_page_shows_both_sections(tmp_path):
     paths = build_report(_run(tmp_path))
-    page = open(paths["report"]).read()
+    page = Path(paths["report"]).read_text()
     assert "Private-RAG: utility against query index U(t)" in page and "answer quality U(t)" in page
     assert "Knowledge asymmetry: sentence attribution" in page
     assert "0.75 [0.5, 1]" in page and "undefined" in page
-    summary = json.loads(open(paths["summary"]).read())
+    summary = json.loads(Path(paths["summary"]).read_text())
     assert len(summary["utility_curves"]) == 2 and len(summary["attribution"]) == 2
 
 
@@ -87,6 +92,7 @@ def test_a_single_cell_reading_uses_its_query_interval_or_claims_none(tmp_path):
     levels = {(r["defense"], r["metric"]): r for r in summarize(run)["levels"]}
     esr = levels[("none", "attribution_esr")]
     assert (esr["low"], esr["high"], esr["interval_over"]) == (0.5, 1.0, "queries of one cell")
+    assert ("private-rag", "attribution_esr") not in levels  # undefined in its only cell: no level, not a zero
     f1 = levels[("private-rag", "attribution_f1")]
     assert f1["interval_over"] == "queries of one cell" and f1["low"] == 0.0
     deltas = {(d["defense"], d["metric"]): d for d in summarize(run)["deltas"]}

@@ -1,4 +1,4 @@
-"""Attacker-side text tools: split an answer into chunks, find PII, ROUGE-L, refusals.
+"""Attacker-side text tools: split an answer into chunks, find PII, refusals (ROUGE-L: ``ragleak.lcs``).
 
 These are what an attacker can compute from answers alone; none of them sees the corpus.
 """
@@ -6,8 +6,6 @@ These are what an attacker can compute from answers alone; none of them sees the
 from __future__ import annotations
 
 import re
-
-from ragleak.lcs import lcs_length
 
 EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,10}\b")
 PHONE = re.compile(r"(?:\+?1[ .-]?)?\(?\b\d{3}\)?[ .-]?\d{3}[ .-]\d{4}\b")
@@ -53,13 +51,3 @@ def is_refusal(answer: str) -> bool:
 
 def tokens(text: str) -> list[str]:
     return [t.lower() for t in WORD.findall(text)]
-
-
-def rouge_l(candidate: str, reference: str) -> tuple[float, float, float]:
-    """ROUGE-L (precision, recall, F1) over lower-cased ``\\w+`` tokens (no stemming)."""
-    c, r = tokens(candidate), tokens(reference)
-    lcs = lcs_length(c, r)
-    if lcs == 0:
-        return 0.0, 0.0, 0.0
-    p, rec = lcs / len(c), lcs / len(r)
-    return p, rec, 2 * p * rec / (p + rec)

@@ -32,7 +32,8 @@ from pydantic import Field
 
 from ragleak.attacks.attacker import LLMAttackMixin, numbered_items
 from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
-from ragleak.attacks.parsing import rouge_l, split_chunks
+from ragleak.attacks.parsing import split_chunks
+from ragleak.lcs import rouge_l
 
 INITIAL_ANCHORS = ("Hello.", "Tell me about the records.", "What happened last week?", "Summarise the notes.")
 COMMANDS = (
@@ -97,7 +98,7 @@ class RagThief(LLMAttackMixin, Attack):
     def _absorb(self, answer: str, memory: list[str], short: deque) -> int:
         new = 0
         for chunk in split_chunks(answer, self.params.min_chunk_chars):
-            if any(rouge_l(chunk, old)[2] >= self.params.dedupe_rouge for old in memory):
+            if any(rouge_l(chunk, old).f1 >= self.params.dedupe_rouge for old in memory):
                 continue
             memory.append(chunk)
             short.append(chunk)

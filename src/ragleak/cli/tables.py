@@ -7,13 +7,14 @@ from typing import Any, Sequence
 
 from rich.table import Table
 
-from ragleak.grid.metrics import short_label
+from ragleak.metrics import metric_title
 from ragleak.records import HOOK_NAMES
 
 
 def column_title(metric_key: str) -> str:
-    """A metric's column title in terminal tables (80 columns fit six metrics)."""
-    return short_label(metric_key)
+    """A metric's column title in terminal tables: the registry's title of the metric (and part)."""
+    return metric_title(metric_key)
+
 
 _SHORT = {"active": ("active", "green"), "pattern-limited": ("pattern", "yellow"),
           "pass-through": ("pass-thru", "red"), "not-overridden": ("-", "dim")}

@@ -21,9 +21,11 @@ from ragleak.attacks.base import CorpusView
 from ragleak.corpora import load_corpus
 from ragleak.corpora.chunking import chunk_documents
 from ragleak.defenses import DEFENSES
-from ragleak.grid.metrics import cell_metrics
 from ragleak.grid.spec import CellSpec
-from ragleak.grid.store import CellRecord, RunStore
+from ragleak.grid.store import CellRecord, QueryCounts, RunStore
+from ragleak.metrics.base import MetricContext
+from ragleak.metrics.compute import compute_metrics
+from ragleak.stack import Stack
 from ragleak.rag.cache import CachedGenerator, GenerationCache
 from ragleak.rag.embedder import make_embedder
 from ragleak.rag.generator import LlamaCppGenerator
@@ -125,7 +127,9 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
         store.write_transcript(spec.cell_id, text)
         record = CellRecord(
             cell_id=spec.cell_id, spec=spec, status="ok",
-            metrics=cell_metrics(transcript, index.passages),
+            # merge note: helper A's Stack for the cell replaces this one (same config, same memo)
+            metrics=compute_metrics(transcript, MetricContext(index.passages, Stack(spec.stack), spec.seed)),
+            counts=QueryCounts.of(transcript),
             transcript_digest=digest(text),
             hook_summary=_hook_summary(transcript),
             guarantee=defense.guarantee().model_dump(mode="json"),

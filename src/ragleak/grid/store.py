@@ -23,8 +23,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ragleak.errors import RagleakError
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.files import atomic_write_text
+from ragleak.metrics.base import MetricResult
 
-CELL_SCHEMA_VERSION = 1
+CELL_SCHEMA_VERSION = 2  # 2: metrics are MetricResults from the registry (ragleak.metrics.compute); counts
+
+
+class QueryCounts(BaseModel):
+    """How many queries a cell's attack made, how many were answered, how many failed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queries: int = Field(ge=0)
+    answered: int = Field(ge=0)
+    errors: int = Field(ge=0)
+
+    @classmethod
+    def of(cls, transcript) -> "QueryCounts":
+        return cls(queries=len(transcript.queries), answered=len(transcript.answered), errors=transcript.errors)
 
 
 class CellRecord(BaseModel):
@@ -34,7 +49,8 @@ class CellRecord(BaseModel):
     cell_id: str
     spec: CellSpec
     status: Literal["ok", "error"]
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    metrics: dict[str, MetricResult] = Field(default_factory=dict, description="key (name or name[part]) -> reading")
+    counts: QueryCounts | None = Field(default=None, description="the attack's queries (None: the cell failed)")
     transcript_digest: str | None = None
     hook_summary: dict[str, dict[str, int]] = Field(default_factory=dict, description="hook -> {changed, calls}")
     guarantee: dict[str, Any] = Field(default_factory=dict)

@@ -1,11 +1,15 @@
 """Metrics over transcripts; each declares the channel it observes.
 
 ``METRICS`` maps a metric name to its class (lazily imported); every class declares ``name``,
-``channels`` and ``inputs`` (see ``metrics.base``). ``metric_channels`` is what the audit's
-interpretable rule reads.
+``title``, ``unit``, ``channels`` and ``inputs`` (see ``metrics.base``); ``metrics.compute`` runs
+them over a transcript. ``metric_channels`` is what the audit's interpretable rule reads, and
+``metric_info`` is what tables and the report title a column with; both take a cell-record key
+(``"nel_strict[EMAIL_REAL]"`` reads the metadata of ``nel_strict``).
 """
 
-from ragleak.metrics.base import CHANNELS, Channel, Metric
+from typing import Any
+
+from ragleak.metrics.base import CHANNELS, Channel, Metric, MetricContext, MetricResult, split_key
 from ragleak.registry import Registry
 
 METRICS: Registry[type[Metric]] = Registry(
@@ -26,9 +30,24 @@ METRICS: Registry[type[Metric]] = Registry(
 )
 
 
-def metric_channels(name: str) -> frozenset[Channel]:
-    """The channels the registered metric ``name`` observes."""
-    return METRICS.get(name).channels
+def metric_channels(key: str) -> frozenset[Channel]:
+    """The channels the registered metric behind ``key`` (a name or ``name[part]``) observes."""
+    return METRICS.get(split_key(key)[0]).channels
 
 
-__all__ = ["CHANNELS", "Channel", "METRICS", "Metric", "metric_channels"]
+def metric_info(key: str) -> dict[str, Any]:
+    """The registry's metadata for a cell-record key: ``describe()`` of its metric, with ``key``,
+    ``part`` and a ``title`` naming the part (``"NEL strict [EMAIL_REAL]"``)."""
+    name, part = split_key(key)
+    info = METRICS.get(name).describe()
+    return {**info, "key": key, "part": part, "title": info["title"] + (f" [{part}]" if part else "")}
+
+
+def metric_title(key: str) -> str:
+    """A column title for ``key``; a key no registered metric knows keeps its own name."""
+    name, _ = split_key(key)
+    return metric_info(key)["title"] if name in METRICS.names() else key
+
+
+__all__ = ["CHANNELS", "Channel", "METRICS", "Metric", "MetricContext", "MetricResult", "metric_channels",
+           "metric_info", "metric_title", "split_key"]

@@ -75,6 +75,8 @@ class Metric:
     inputs: ClassVar[tuple[str, ...]]
     #: True when a larger value means more leakage (the direction a defense should push it down).
     higher_is_leakier: ClassVar[bool] = True
+    #: True when ``compute`` needs ``context.stack`` (an embedder): computed only where a stack is present.
+    requires_stack: ClassVar[bool] = False
 
     def applies_to(self, transcript: "Transcript") -> bool:
         """Whether ``transcript`` carries what this metric reads (default: any answered query)."""
@@ -95,3 +97,8 @@ def split_key(key: str) -> tuple[str, str | None]:
         name, _, part = key[:-1].partition("[")
         return name, part
     return key, None
+
+
+def failed_queries(transcript: "Transcript") -> int:
+    """Queries of ``transcript`` that failed: left out of every metric, and counted in its result."""
+    return len(transcript.queries) - len(transcript.answered)

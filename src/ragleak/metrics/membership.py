@@ -1,7 +1,7 @@
 """Membership inference: pairwise-ranking AUC x100, TPR at low FPR, bootstrap interval.
 
-* **AUC** = P(s(member) > s(non-member)) + 1/2 P(tie), the Mann-Whitney U statistic over
-  n_in * n_out pairs, reported x100 (Mind the Hook's scale). A value below 50 is a *score
+* **AUC** = P(s(member) > s(non-member)) + 1/2 P(tie) (sklearn's ``roc_auc_score``), reported
+  x100 (Mind the Hook's scale). A value below 50 is a *score
   reversal* (the attacker's score ranks members lower), not protection: ``reversal`` flags it
   and ``advantage`` = |AUC - 50| is the distance from chance either way.
 * **TPR at FPR <= f**: the largest true-positive rate over thresholds ``score >= t`` whose
@@ -9,9 +9,13 @@
   threshold other than "nothing" has FPR <= f; ``low_fpr_supported`` says whether there are at least
   10/f non-members, the seed's rule of thumb for a stable reading. A Clopper-Pearson interval
   comes with each TPR.
-* **Interval**: percentile bootstrap (2,000 resamples, seeded). With one run the documents are
-  resampled within each class (stratified); with several runs the run is the unit (all its
-  scores move together).
+* **Interval**: percentile bootstrap (``stats.bootstrap``, 2,000 resamples, seeded). With one run
+  the candidate is the unit (a resample holding one class only is undefined and skipped); with
+  several runs the run is the unit (all its scores move together).
+* **The registered metric** (``mi_auc``) reads a transcript's labelled candidates and reports one
+  part per scorer. Its headline is the scorer with the highest AUC: the auditor reports the
+  strongest attack it ran, which is conservative for privacy (choosing the best of k scorers on
+  the same labels is optimistically biased toward the attacker, i.e. toward more leakage).
 
 Channel: ``retrieval``. A black-box MI score is read from answers, but membership is a property
 of what the retriever surfaces; output-side defenses that move it (masking, length changes) are
@@ -21,23 +25,24 @@ moving a nuisance, not membership - which is exactly what the interpretable rule
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
-from scipy.stats import binomtest, rankdata
+from scipy.stats import binomtest
 
-from ragleak.metrics.base import Metric
-from ragleak.metrics.stats import N_RESAMPLES, Interval, bootstrap
+from ragleak.metrics.base import Metric, MetricContext, MetricResult, failed_queries
+from ragleak.metrics.stats import N_RESAMPLES, Interval, bootstrap, roc_auc
+
+if TYPE_CHECKING:
+    from ragleak.attacks.base import Transcript
 
 
 def auc(members: Sequence[float], nonmembers: Sequence[float]) -> float:
-    """Pairwise-ranking AUC in [0, 1]: U / (n_in * n_out), ties counted one half."""
+    """ROC AUC in [0, 1] of member vs non-member scores (ties counted one half)."""
     m, n = np.asarray(members, dtype=float), np.asarray(nonmembers, dtype=float)
     if m.size == 0 or n.size == 0:
         raise ValueError("AUC needs at least one member and one non-member score")
-    ranks = rankdata(np.concatenate([m, n]))  # average ranks: ties share
-    u = ranks[: m.size].sum() - m.size * (m.size + 1) / 2.0
-    return float(u / (m.size * n.size))
+    return roc_auc(np.r_[np.ones(m.size, dtype=int), np.zeros(n.size, dtype=int)], np.concatenate([m, n]))
 
 
 def tpr_at_fpr(members: Sequence[float], nonmembers: Sequence[float], fpr: float) -> float:
@@ -102,7 +107,12 @@ def membership_auc(
         n = np.concatenate([b for _, b in pairs])
     else:
         m, n = np.asarray(members, dtype=float), np.asarray(nonmembers, dtype=float)
-        interval = _stratified_interval(m, n, n_resamples, seed)
+        candidates = [(1, x) for x in m] + [(0, x) for x in n]
+
+        def pooled(sample):
+            return 100.0 * roc_auc([y for y, _ in sample], [x for _, x in sample])
+
+        interval = bootstrap(candidates, pooled, n_resamples=n_resamples, seed=seed)
     value = 100.0 * auc(m, n)
     t1, t10 = tpr_at_fpr(m, n, 0.01), tpr_at_fpr(m, n, 0.10)
     return MembershipResult(
@@ -114,22 +124,39 @@ def membership_auc(
     )
 
 
-def _stratified_interval(m: np.ndarray, n: np.ndarray, n_resamples: int, seed: int) -> Interval:
-    estimate = 100.0 * auc(m, n)
-    rng = np.random.default_rng(seed)
-    values = np.empty(n_resamples)
-    for i in range(n_resamples):
-        values[i] = auc(m[rng.integers(0, m.size, m.size)], n[rng.integers(0, n.size, n.size)])
-    low, high = np.quantile(100.0 * values, [0.025, 0.975])
-    return Interval(estimate, float(low), float(high), 1, 1, n_resamples, 0.95, seed)
-
-
 class MembershipAUC(Metric):
-    """Registered metric: MI AUC x100 from member / non-member attack scores."""
+    """Registered metric: MI AUC x100 of the transcript's labelled candidates, one part per scorer;
+    the headline is the strongest scorer (module docstring)."""
 
     name: ClassVar[str] = "mi_auc"
+    title: ClassVar[str] = "MI AUC%"
+    unit: ClassVar[str] = "ROC AUC x100 (50 = chance)"
     channels = frozenset({"retrieval"})
-    inputs: ClassVar[tuple[str, ...]] = ("member_scores", "nonmember_scores")
+    inputs: ClassVar[tuple[str, ...]] = ("membership",)
 
-    def compute(self, member_scores: Sequence[float], nonmember_scores: Sequence[float], **kw) -> MembershipResult:
-        return membership_auc(member_scores, nonmember_scores, **kw)
+    def applies_to(self, transcript: "Transcript") -> bool:
+        return any(m.member is not None for m in transcript.membership)
+
+    def compute(self, transcript: "Transcript", context: MetricContext) -> MetricResult:
+        labelled = [m for m in transcript.membership if m.member is not None]
+        members = sum(1 for m in labelled if m.member)
+        base = {"n": len(labelled), "n_of": "candidates", "failed": failed_queries(transcript)}
+        if not transcript.answered:
+            return MetricResult(value=None, note="no answered query", **base)
+        if members in (0, len(labelled)):
+            return MetricResult(value=None, note="one class only: AUC needs members and non-members", **base)
+        scorers = sorted(set.intersection(*(set(m.scores) for m in labelled)))
+        if not scorers:
+            return MetricResult(value=None, note="the candidates share no scorer", **base)
+        parts = {}
+        for scorer in scorers:
+            res = membership_auc([m.scores[scorer] for m in labelled if m.member],
+                                 [m.scores[scorer] for m in labelled if not m.member], seed=context.seed)
+            parts[scorer] = MetricResult(
+                value=res.auc100, interval=res.interval.bounds(), interval_over="candidates",
+                details={k: v for k, v in res.to_dict().items() if k not in ("auc100", "interval")}, **base)
+        headline = max(scorers, key=lambda k: parts[k].value)
+        best = parts[headline]
+        return MetricResult(value=best.value, interval=best.interval, interval_over="candidates",
+                            details={"headline_scorer": headline, "members": members,
+                                     "nonmembers": len(labelled) - members}, parts=parts, **base)

@@ -44,9 +44,17 @@ class Interval:
     n_resamples: int = N_RESAMPLES
     confidence: float = CONFIDENCE
     seed: int = 0
+    #: resamples on which the statistic was undefined (NaN: e.g. an AUC over one class) and skipped
+    n_undefined: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def bounds(self) -> tuple[float, float] | None:
+        """``(low, high)``, or None where there is no interval (one unit, or every resample undefined)."""
+        if self.n_unique < 2 or self.low != self.low or self.high != self.high:
+            return None
+        return self.low, self.high
 
     def __contains__(self, value: float) -> bool:
         return self.low <= value <= self.high
@@ -87,7 +95,14 @@ def bootstrap(
     confidence: float = CONFIDENCE,
     seed: int = 0,
 ) -> Interval:
-    """Percentile bootstrap of ``statistic`` (a function of a list of runs) with the run as unit."""
+    """Percentile bootstrap of ``statistic`` (a function of a list of units) with the run (or any
+    other independent unit: a query, an MI candidate) as the resampling unit.
+
+    ``statistic`` may return NaN where it is undefined (an AUC over one class): such resamples are
+    skipped and counted in ``n_undefined``; when every resample is undefined the bounds are NaN.
+    The indices are drawn as ``scipy.stats.bootstrap`` draws them (one ``integers`` call of shape
+    ``(n_resamples, n)``), so with the same generator both give the same percentile interval (tested).
+    """
     total = len(runs)
     runs = dedup_runs(runs, fingerprints)
     if not runs:
@@ -98,8 +113,21 @@ def bootstrap(
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(runs), size=(n_resamples, len(runs)))
     values = np.array([statistic([runs[i] for i in row]) for row in idx], dtype=float)
-    low, high = _bounds(values[~np.isnan(values)], confidence)
-    return Interval(estimate, low, high, total, len(runs), n_resamples, confidence, seed)
+    defined = values[~np.isnan(values)]
+    low, high = _bounds(defined, confidence) if defined.size else (float("nan"), float("nan"))
+    return Interval(estimate, low, high, total, len(runs), n_resamples, confidence, seed,
+                    n_undefined=int(values.size - defined.size))
+
+
+def roc_auc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+    """ROC AUC in [0, 1] (sklearn's ``roc_auc_score``: ties count one half); NaN when only one
+    class is present, where it is undefined."""
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(labels, dtype=int)
+    if y.size == 0 or y.min() == y.max():
+        return float("nan")
+    return float(roc_auc_score(y, np.asarray(scores, dtype=float)))
 
 
 def bootstrap_mean(

@@ -16,12 +16,13 @@ from ragleak.records import Passage
 _WS = re.compile(r"\s+")
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
+    """Whitespace runs collapsed to one space, ends stripped."""
     return _WS.sub(" ", text).strip()
 
 
 def longest_common_run(a: str, b: str) -> int:
-    a, b = _normalise(a), _normalise(b)
+    a, b = normalise(a), normalise(b)
     if not a or not b:
         return 0
     # autojunk off: its popularity heuristic drops frequent characters and misses long matches

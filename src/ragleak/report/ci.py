@@ -17,10 +17,12 @@ def sarif(summary: dict[str, Any]) -> str:
                                        cell.get("location") or row.get("location")))
         for problem in row.get("problems", []):
             results.append(_result("ragleak.audit-problem", "warning", f"{row['defense']}: {problem}", row.get("location")))
+    titles = {key: info["title"] for key, info in summary.get("metrics", {}).items()}
     for cell in summary.get("table_two", []):
         if not cell["interpretable"]:
+            title = titles.get(cell["metric"], cell["metric"])
             results.append(_result("ragleak.not-interpretable", "note",
-                                   f"{cell['metric']} on {cell['defense']} is not interpretable: {cell['reason']}", None))
+                                   f"{title} on {cell['defense']} is not interpretable: {cell['reason']}", None))
     for err in summary.get("errors", []):
         results.append(_result("ragleak.cell-error", "warning", f"cell {err['label']} failed: {err['error']}", None))
     rules = sorted({r["ruleId"] for r in results})
@@ -52,6 +54,10 @@ def junit(summary: dict[str, Any]) -> str:
         if c["status"] == "error":
             err = next(e for e in summary["errors"] if e["cell_id"] == c["cell_id"])
             ET.SubElement(case, "error", message=err["error"] or "error")
+        elif c["metrics"]:
+            props = ET.SubElement(case, "properties")
+            for key, value in sorted(c["metrics"].items()):  # undefined readings say so, never 0
+                ET.SubElement(props, "property", name=key, value="undefined" if value is None else f"{value:.6g}")
     rows = summary.get("table_one", [])
     failures = 0
     audit = ET.SubElement(suites, "testsuite", name="audit", tests=str(len(rows)))

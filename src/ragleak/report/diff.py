@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ragleak.metrics import metric_info
 from ragleak.report.summary import aggregate, load_run
 
 
@@ -14,7 +15,9 @@ def diff_runs(run_a: Path, run_b: Path) -> list[dict[str, Any]]:
     rows = []
     for key in sorted(set(a) | set(b)):
         ra, rb = a.get(key), b.get(key)
-        row: dict[str, Any] = {"defense": key[0], "metric": key[1],
+        info = metric_info(key[1])
+        row: dict[str, Any] = {"defense": key[0], "metric": key[1], "title": info["title"], "unit": info["unit"],
+                               "higher_is_leakier": info["higher_is_leakier"],
                                "a": None if ra is None else [ra["estimate"], ra["low"], ra["high"]],
                                "b": None if rb is None else [rb["estimate"], rb["low"], rb["high"]]}
         if ra and rb:

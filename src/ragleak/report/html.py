@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ragleak.metrics import metric_title
 from ragleak.records import HOOK_NAMES
 
 _CSS = """
@@ -65,7 +66,7 @@ def table_two_html(cells: list[dict]) -> str:
     rows = []
     for c in cells:
         interval = "-" if c.get("low") is None else f"[{_num(c['low'])}, {_num(c['high'])}]"
-        rows.append([_td(c["defense"]), _td(c["metric"]), _td(", ".join(c["channels"])), _td(_num(c["delta"])),
+        rows.append([_td(c["defense"]), _td(metric_title(c["metric"])), _td(", ".join(c["channels"])), _td(_num(c["delta"])),
                      _td(interval), _td("yes" if c["interpretable"] else "no", "yes" if c["interpretable"] else "no"),
                      _td(c["reason"])])
     return _table(["defense", "metric", "channels", "delta vs none", "95% interval", "interpretable", "why"], rows)
@@ -91,16 +92,19 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
     for key, svg in figures.items():
         if key.startswith("bars:") and svg:
             parts.append(f"<div class='fig'>{svg}</div>")
-    level_rows = [[_td(r["defense"]), _td(r["metric"]), _td(_num(r["estimate"])), _td("-" if r["low"] is None else f"[{_num(r['low'])}, {_num(r['high'])}]"),
+    level_rows = [[_td(r["defense"]), _td(r["title"]), _td(_num(r["estimate"])), _td("-" if r["low"] is None else f"[{_num(r['low'])}, {_num(r['high'])}]"),
                    _td(r.get("interval_over", "cells")), _td(f"{r['n_unique']} of {r['n_runs']}")] for r in summary["levels"]]
     parts.append(_table(["defense", "metric", "mean", "95% interval", "resampled", "distinct cells used"], level_rows))
     if figures.get("roc"):
         parts.append("<h2 id='membership'>Membership inference</h2>" + f"<div class='fig'>{figures['roc']}</div>")
-    canary = [r for r in summary["cells_table"] if "canaries_recovered" in r["metrics"]]
-    if canary:
+    if summary.get("canaries"):
         parts.append("<h2 id='canaries'>Canaries recovered</h2>")
-        parts.append(_table(["cell", "recovered", "of"], [[_td(r["label"]), _td(r["metrics"]["canaries_recovered"]),
-                                                          _td(r["metrics"]["canaries_total"])] for r in canary]))
+        parts.append("<p class='sub'>a canary counts when an answered query released it verbatim; interval: "
+                     "Clopper-Pearson over the canaries.</p>")
+        parts.append(_table(["cell", "recovered", "of", "rate"],
+                            [[_td(r["label"]), _td("-" if r["recovered"] is None else r["recovered"]), _td(r["total"]),
+                              _td(_interval(r["rate"], r["ci"]) if r["rate"] is not None else r["note"])]
+                             for r in summary["canaries"]]))
     if summary.get("attribution"):
         parts.append("<h2 id='attribution'>Knowledge asymmetry: sentence attribution</h2>")
         parts.append("<p class='sub'>RAG answer vs the attacker's plain LLM, sentence by sentence; ground truth: "
@@ -130,9 +134,10 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
               for g in summary["guarantees"]]
     parts.append(_table(["defense", "grid eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows))
     parts.append("<h2 id='cells'>All cells</h2>")
-    cell_rows = [[_td(c["label"]), _td(c["status"]), _td(json.dumps(c["metrics"])), _td(c["model_calls"]),
+    cell_rows = [[_td(c["label"]), _td(c["status"]), _td(json.dumps(c["counts"])),
+                  _td(json.dumps({metric_title(k): v for k, v in c["metrics"].items()})), _td(c["model_calls"]),
                   _td(c["cache_hits"]), _td(c["seconds"])] for c in summary["cells_table"]]
-    parts.append(_table(["cell", "status", "metrics", "model calls", "cache hits", "seconds"], cell_rows))
+    parts.append(_table(["cell", "status", "queries", "metrics", "model calls", "cache hits", "seconds"], cell_rows))
     if summary["errors"]:
         parts.append("<h2 id='errors'>Errors</h2>" + _table(["cell", "error"], [[_td(e["label"]), _td(e["error"])] for e in summary["errors"]]))
     parts.append("<p class='sub'>Reproduce: <code>ragleak report RUN_DIR</code> over the same run directory.</p></body></html>")

@@ -31,8 +31,9 @@ def leakage_bars(levels: list[dict[str, Any]], metric: str) -> str | None:
     err = [[0.0 if r["low"] is None else r["estimate"] - r["low"] for r in rows],
            [0.0 if r["high"] is None else r["high"] - r["estimate"] for r in rows]]  # no interval: no bar
     ax.bar(names, est, yerr=err, capsize=4, color="#4c72b0")
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric} per defense (mean over cells, 95% bootstrap interval where there is one)", fontsize=9)
+    title = rows[0].get("title", metric)
+    ax.set_ylabel(title)
+    ax.set_title(f"{title} per defense (mean over cells, 95% bootstrap interval where there is one)", fontsize=9)
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     return _svg(fig)
 
@@ -63,7 +64,8 @@ def roc_curves(run_dir: Path, records) -> str | None:
     fig, ax = plt.subplots(figsize=(4.2, 4.0))
     drawn = 0
     for r in records:
-        if r.status != "ok" or not any(k.startswith("mi_auc_") for k in r.metrics):
+        reading = r.metrics.get("mi_auc") if r.status == "ok" else None
+        if reading is None or reading.value is None:
             continue
         path = Path(run_dir) / "transcripts" / f"{r.cell_id}.json"
         if not path.exists():
@@ -71,7 +73,7 @@ def roc_curves(run_dir: Path, records) -> str | None:
         membership = [m for m in json.loads(path.read_text())["membership"] if m.get("member") is not None]
         if not membership:
             continue
-        scorer = sorted(membership[0]["scores"])[0]
+        scorer = reading.details["headline_scorer"]  # the scorer the metric reports
         fpr, tpr, _ = roc_curve([int(m["member"]) for m in membership], [m["scores"][scorer] for m in membership])
         ax.plot(fpr, tpr, label=f"{r.spec.defense} ({scorer}, seed {r.spec.seed})")
         drawn += 1

@@ -13,51 +13,42 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ragleak.errors import RagleakError
-from ragleak.grid.metrics import registered_metric
-from ragleak.grid.store import CellRecord, RunStore
+from ragleak.accounting.card import CARD_QUERIES
+from ragleak.grid.store import CellRecord
+from ragleak.metrics import METRICS, metric_channels, metric_info, split_key
+from ragleak.report.cells import BASELINE, condition_key, load_run
+from ragleak.report.utility import utility_curves
 
 log = logging.getLogger(__name__)
 
-BASELINE = "none"
-CARD_QUERIES = (1, 10, 100, 1000)
+__all__ = ["BASELINE", "aggregate", "condition_key", "load_run", "summarize"]
 
 
-def condition_key(r: CellRecord) -> tuple:
-    """What a defended cell shares with the baseline cell it is compared with."""
-    s = r.spec
-    return (s.attack, s.corpus, s.mode, s.epsilon, s.seed, s.budget)
-
-
-def load_run(run_dir: Path) -> list[CellRecord]:
-    store = RunStore(run_dir)
-    if not (Path(run_dir) / "plan.json").exists():
-        raise RagleakError(f"{run_dir} is not a ragleak run directory (no plan.json); run `ragleak grid --out DIR` first")
-    return store.records()
+def _registered(key: str) -> bool:
+    return split_key(key)[0] in METRICS.names()
 
 
 def per_defense_values(records: list[CellRecord]) -> dict[str, dict[str, list[tuple[tuple, float, str]]]]:
-    """{defense: {metric key: [(condition, value, transcript digest), ...]}} over ok cells."""
+    """{defense: {metric key: [(condition, value, transcript digest), ...]}} over ok cells; a
+    reading that is undefined in a cell (value None) is left out, never read as zero."""
     out: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         if r.status != "ok":
             continue
-        for key, value in r.metrics.items():
-            if registered_metric(key) and isinstance(value, (int, float)):
-                out[r.spec.defense][key].append((condition_key(r), float(value), r.transcript_digest or r.cell_id))
+        for key, result in r.metrics.items():
+            if _registered(key) and result.value is not None:
+                out[r.spec.defense][key].append((condition_key(r), float(result.value), r.transcript_digest or r.cell_id))
     return out
 
 
-def _within_cell_intervals(records: list[CellRecord]) -> dict[tuple[str, str], list[float]]:
-    """(defense, metric) -> the interval a cell computed over its own queries (``<key>_ci``)."""
+def _within_cell_intervals(records: list[CellRecord]) -> dict[tuple[str, str], tuple[list[float], str]]:
+    """(defense, metric) -> the interval a cell computed over its own units, and what they were."""
     out = {}
     for r in records:
         if r.status == "ok":
-            for key, value in r.metrics.items():
-                base = key[:-3] if key.endswith("_ci") else None
-                if base and registered_metric(base) and isinstance(value, list) and len(value) == 2 \
-                        and all(isinstance(v, (int, float)) and v == v for v in value):
-                    out[(r.spec.defense, base)] = [float(v) for v in value]
+            for key, result in r.metrics.items():
+                if _registered(key) and result.interval is not None:
+                    out[(r.spec.defense, key)] = ([float(v) for v in result.interval], result.interval_over or "")
     return out
 
 
@@ -70,13 +61,15 @@ def aggregate(records: list[CellRecord], seed: int = 0) -> dict[str, Any]:
     for defense, metrics in sorted(values.items()):
         for key, rows in sorted(metrics.items()):
             iv = bootstrap_mean([v for _, v, _ in rows], fingerprints=[d for _, _, d in rows], seed=seed)
-            level = {"defense": defense, "metric": key, **iv.to_dict(), "interval_over": "cells"}
+            level = {"defense": defense, "metric": key, "title": metric_info(key)["title"], **iv.to_dict(),
+                     "interval_over": "cells"}
             ci = within_cell.get((defense, key))
             if iv.n_unique < 2:
                 # one distinct cell: resampling cells would give a zero-width interval. The cell's own
-                # bootstrap over its queries is the honest spread where it has one; else there is none
+                # interval over its units (queries, candidates ...) is the honest spread where it has
+                # one; else there is none
                 if ci is not None:
-                    level.update(low=ci[0], high=ci[1], interval_over="queries of one cell")
+                    level.update(low=ci[0][0], high=ci[0][1], interval_over=f"{ci[1]} of one cell")
                 else:
                     level.update(low=None, high=None, interval_over="none (one distinct cell)")
             levels.append(level)
@@ -119,20 +112,15 @@ def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any
     audited = {inv.defense for inv in inventories}
     readings = [MetricReading(defense=d["defense"], metric=d["metric"], delta=d["delta"], low=d["low"], high=d["high"])
                 for d in deltas if d["defense"] in audited]
-    return {
-        "table_one": table_one(inventories, activity),
-        "table_two": table_two(readings, inventories, activity, channels_of=lambda key: _channels(key)),
-    }
+    cells = table_two(readings, inventories, activity, channels_of=metric_channels)
+    for cell in cells:  # the direction a defense should move the reading, as the registry declares it
+        info = metric_info(cell["metric"])
+        cell.update(title=info["title"], unit=info["unit"], higher_is_leakier=info["higher_is_leakier"])
+    return {"table_one": table_one(inventories, activity), "table_two": cells}
 
 
 def _named(inv, name: str):
     return [inv.model_copy(update={"defense": name})] if inv.defense != name else [inv]
-
-
-def _channels(metric_key: str):
-    from ragleak.metrics import metric_channels
-
-    return metric_channels(registered_metric(metric_key))
 
 
 def guarantee_curves(records: list[CellRecord]) -> list[dict[str, Any]]:
@@ -162,21 +150,32 @@ def attribution_results(records: list[CellRecord]) -> list[dict[str, Any]]:
     """The knowledge-asymmetry cells: ESR, F1 and AUC with their query-bootstrap intervals."""
     rows = []
     for r in records:
-        m = r.metrics
-        if r.status != "ok" or "attribution_sentences" not in m:
+        readings = {k: r.metrics.get(f"attribution_{k}") for k in ("esr", "f1", "auc")}
+        if r.status != "ok" or not any(readings.values()):
             continue
+        details = next(m for m in readings.values() if m is not None).details
         row = {"cell_id": r.cell_id, "label": r.spec.label, "defense": r.spec.defense,
-               "sentences": m["attribution_sentences"], "private": m["attribution_private"]}
-        for name in ("esr", "f1", "auc"):
-            row[name] = m.get(f"attribution_{name}")
-            row[f"{name}_ci"] = m.get(f"attribution_{name}_ci")
+               "sentences": details.get("sentences"), "private": details.get("private")}
+        for name, m in readings.items():
+            row[name] = None if m is None else m.value
+            row[f"{name}_ci"] = None if m is None or m.interval is None else list(m.interval)
         rows.append(row)
     return rows
 
 
-def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
-    from ragleak.report.utility import utility_curves
+def canary_results(records: list[CellRecord]) -> list[dict[str, Any]]:
+    """The canary cells: canaries recovered of those planted, with the Clopper-Pearson interval."""
+    rows = []
+    for r in records:
+        m = r.metrics.get("canary_recovery")
+        if r.status == "ok" and m is not None:
+            rows.append({"cell_id": r.cell_id, "label": r.spec.label, "defense": r.spec.defense, "rate": m.value,
+                         "ci": None if m.interval is None else list(m.interval),
+                         "recovered": m.details.get("recovered"), "total": m.n, "note": m.note})
+    return rows
 
+
+def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
     records = load_run(run_dir)
     ok = [r for r in records if r.status == "ok"]
     digests = [r.transcript_digest for r in ok]
@@ -184,7 +183,7 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
     calls = sum(r.model_calls for r in records)
     hits = sum(r.cache_hits for r in records)
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "run": str(run_dir),
         "cells": len(records),
         "ok": len(ok),
@@ -199,9 +198,12 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         **audit_tables(records, agg["deltas"]),
         "guarantees": guarantee_curves(records),
         "utility_curves": utility_curves(run_dir, records),
+        "metrics": {key: metric_info(key) for key in sorted({k for r in ok for k in r.metrics if _registered(k)})},
         "attribution": attribution_results(records),
+        "canaries": canary_results(records),
         "cells_table": [{"cell_id": r.cell_id, "label": r.spec.label, "status": r.status,
-                         "metrics": {k: v for k, v in r.metrics.items() if not isinstance(v, list)},
+                         "counts": None if r.counts is None else r.counts.model_dump(),
+                         "metrics": {k: m.value for k, m in r.metrics.items()},
                          "model_calls": r.model_calls, "cache_hits": r.cache_hits,
                          "seconds": r.timings.get("total_s")} for r in records],
     }

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ragleak.grid.store import CellRecord, RunStore
-from ragleak.metrics.extraction import rouge_l
-from ragleak.report.summary import BASELINE, condition_key
+from ragleak.lcs import rouge_l
+from ragleak.report.cells import BASELINE, condition_key
 
 
 def _answers(store: RunStore, cell_id: str) -> list[str | None] | None:

@@ -12,7 +12,6 @@ from hypothesis import given, settings, strategies as st
 from sklearn.metrics import roc_auc_score
 
 from ragleak.attacks import Attack, Transcript
-from ragleak.attacks.asymmetry import metrics
 from ragleak.attacks.asymmetry.attack import KnowledgeAsymmetryAttack
 from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, select_feature_set, sidecar_path, split_by_query
 from ragleak.attacks.asymmetry.labels import attribution_label, context_passages, lcs_length, rouge_l_recall
@@ -21,6 +20,8 @@ from ragleak.attacks.asymmetry.query import StandardLLM, make_q1, make_query
 from ragleak.attacks.asymmetry.refine import extract_keywords, initial_q1s, parse_q1_lines, run_refinement
 from ragleak.attacks.asymmetry.scoring import SentenceScore, split_sentences
 from ragleak.errors import ConfigError
+from ragleak.metrics import MetricContext
+from ragleak.metrics import attribution as metrics
 from ragleak.rag.pipeline import RAGPipeline
 from ragleak.rag.target import CallableTarget, PipelineTarget
 
@@ -98,13 +99,13 @@ def test_bootstrap_is_seeded_and_brackets_the_value():
     for _ in range(12):
         y = rng.integers(0, 2, 6)
         groups.append((y, y + rng.normal(0, 0.8, 6)))
-    a = metrics.bootstrap(groups, metrics.auc, 500, seed=3)
-    b = metrics.bootstrap(groups, metrics.auc, 500, seed=3)
-    c = metrics.bootstrap(groups, metrics.auc, 500, seed=4)
+    a = metrics.query_bootstrap(groups, metrics.auc, 500, seed=3)
+    b = metrics.query_bootstrap(groups, metrics.auc, 500, seed=3)
+    c = metrics.query_bootstrap(groups, metrics.auc, 500, seed=4)
     assert a == b and a != c
-    assert a.low <= a.value <= a.high and a.value > 0.6
-    one_class = metrics.bootstrap([(np.ones(3), np.arange(3.0))], metrics.auc, 50)
-    assert np.isnan(one_class.value) and one_class.n_undefined == 50
+    assert a["low"] <= a["value"] <= a["high"] and a["value"] > 0.6
+    one_class = metrics.query_bootstrap([(np.ones(3), np.arange(3.0)), (np.ones(2), np.arange(2.0))], metrics.auc, 50)
+    assert np.isnan(one_class["value"]) and one_class["n_undefined"] == 50
     report = metrics.evaluate(groups, n_resamples=200)
     assert set(report) >= {"esr", "f1", "auc"} and report["n_queries"] == 12
 
@@ -233,8 +234,10 @@ def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder, nli):
     # the copied passage sentences are flagged, the generic sentence shared with the LLM is not
     assert any("ferry" in s for s in transcript.extracted)
     assert not any("helpful" in s for s in transcript.extracted)
-    scoring = transcript.scoring["asymmetry"]
-    assert scoring["metrics"]["n_private"] > 0 and scoring["metrics"]["auc"]["value"] == 1.0
+    from ragleak.metrics.compute import compute_metrics
+
+    readings = compute_metrics(transcript, MetricContext())
+    assert readings["attribution_auc"].details["private"] > 0 and readings["attribution_auc"].value == 1.0
     assert Transcript.from_json(transcript.to_json()) == transcript
 
 

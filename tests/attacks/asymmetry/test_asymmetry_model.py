@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragleak.attacks.asymmetry import metrics
+from ragleak.metrics import attribution as metrics
 from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, select_feature_set, split_by_query
 from ragleak.attacks.asymmetry.probe import collect
 from ragleak.attacks.asymmetry.query import StandardLLM, make_q1, make_query

@@ -12,7 +12,8 @@ without one, p = (1 - Ŝ) / 2 (maps Ŝ in [-1, 1] onto [1, 0]) and a sentence is
 
 Scoring (``label``, after the queries): when the target exposed its trace, each observed
 sentence gets its attribution label (``labels.py``) and the transcript's
-``scoring["asymmetry"]`` holds ESR, F1 and AUC with bootstrap intervals (``metrics.py``).
+``scoring["asymmetry"]`` holds the sentence labels and P(private) per query; ESR, F1 and AUC are
+the registered metrics of ``ragleak.metrics.attribution``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ragleak.attacks.asymmetry import metrics
 from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier
 from ragleak.attacks.asymmetry.labels import attribution_label, context_passages
 from ragleak.attacks.asymmetry.nli import LLMJudgeNLI, NLIModel, PackagedOnnxNLI
@@ -153,7 +153,7 @@ class KnowledgeAsymmetryAttack(Attack):
     def label(self, transcript: Transcript, view: CorpusView) -> Transcript:
         transcript = super().label(transcript, view)
         by_index = {q.index: q for q in transcript.queries}
-        groups, labels = [], []
+        labels = []
         for obs in transcript.state.get("observations", []):
             record = by_index.get(obs["query_index"])
             if record is None or record.trace is None:
@@ -161,12 +161,7 @@ class KnowledgeAsymmetryAttack(Attack):
             passages = context_passages(record.trace)
             y = [attribution_label(s["text"], passages, self.params.tau, self.params.min_tokens)
                  for s in obs["sentences"]]
-            labels.append({"query_index": obs["query_index"], "labels": y})
-            if y:
-                groups.append((np.array(y), np.array(obs["p_private"])))
-        if groups:
-            transcript.scoring["asymmetry"] = {
-                "labels": labels,
-                "metrics": metrics.evaluate(groups, threshold=transcript.state["threshold"], seed=transcript.seed),
-            }
+            labels.append({"query_index": obs["query_index"], "labels": y, "p_private": obs["p_private"]})
+        if any(row["labels"] for row in labels):
+            transcript.scoring["asymmetry"] = {"labels": labels, "threshold": transcript.state["threshold"]}
         return transcript

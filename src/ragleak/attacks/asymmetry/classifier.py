@@ -124,7 +124,7 @@ class AsymmetryClassifier:
         return self.model.predict_proba(X)[:, 1]
 
     def groups(self, observations: Sequence[Observation]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """``(y, P(private))`` per labelled observation, for ``metrics.evaluate``."""
+        """``(y, P(private))`` per labelled observation, for ``ragleak.metrics.attribution.evaluate``."""
         return [(np.array(o.labels, dtype=int), self.predict_proba(o.sentences)) for o in observations
                 if o.labels is not None and o.sentences]
 
@@ -179,7 +179,7 @@ def select_feature_set(observations: Sequence[Observation], candidates: Sequence
     the other folds and pool P(private) over the held-out folds; the pooled ROC AUC decides
     (ties: the earlier candidate). The held-out test queries must not be in ``observations``.
     """
-    from ragleak.attacks.asymmetry.metrics import auc
+    from sklearn.metrics import roc_auc_score
 
     if len(observations) < n_folds:
         raise ConfigError(f"need at least {n_folds} training queries to cross-validate, got {len(observations)}")
@@ -197,7 +197,10 @@ def select_feature_set(observations: Sequence[Observation], candidates: Sequence
             for y, p in clf.groups(folds[f]):
                 ys.append(y)
                 ps.append(p)
-        scores[name] = auc(np.concatenate(ys), np.concatenate(ps)) if ys else float("nan")
+        y_all = np.concatenate(ys) if ys else np.zeros(0, dtype=int)
+        # AUC is undefined over one class: the candidate cannot be scored (NaN, skipped below)
+        scores[name] = float(roc_auc_score(y_all, np.concatenate(ps))) if len(set(y_all.tolist())) == 2 \
+            else float("nan")
     valid = {k: v for k, v in scores.items() if not np.isnan(v)}
     if not valid:
         raise ConfigError("cross-validation could not score any feature set (one class only in every fold)")

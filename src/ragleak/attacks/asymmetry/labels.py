@@ -2,8 +2,9 @@
 
 Rule (documented, used for training and for every metric):
 
-    tokens(x)  = lower-cased word tokens of x (regex \\w+)
+    tokens(x)  = lower-cased alphanumeric word tokens of x (``ragleak.lcs.tokens``)
     rougeL_recall(R_i, T) = LCS(tokens(R_i), tokens(T)) / |tokens(R_i)|
+                          = ROUGE-L precision of R_i against T (``ragleak.lcs.rouge_l``)
     y_i = 1  iff  |tokens(R_i)| >= min_tokens  and  max_{T in top-k context} rougeL_recall(R_i, T) >= tau
 
 Defaults tau = 0.5, min_tokens = 3. The LCS keeps word order but allows gaps, so a sentence that
@@ -21,20 +22,17 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ragleak.lcs import lcs_length
+from ragleak.lcs import lcs_length, rouge_l, tokens
 from ragleak.records import Trace
 
-_TOKEN = re.compile(r"\w+")
+__all__ = ["attribution", "attribution_label", "context_passages", "lcs_length", "rouge_l_recall", "tokens"]
+
 _PASSAGE = re.compile(r"^Passage \d+: (.*)$")
 
 
-def tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text.lower())
-
-
 def rouge_l_recall(sentence: str, passage: str) -> float:
-    s = tokens(sentence)
-    return lcs_length(s, tokens(passage)) / len(s) if s else 0.0
+    """The share of ``sentence``'s tokens found, in order, in ``passage``."""
+    return rouge_l(sentence, passage).precision
 
 
 def attribution(sentence: str, passages: Sequence[str]) -> float:
