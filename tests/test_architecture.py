@@ -47,9 +47,6 @@ KNOWN_PENDING: set[tuple[str, str]] = {
     ("ragleak.rag.stack", "ragleak.config"),
     ("ragleak.rag.stack", "ragleak.defenses"),
     ("ragleak.rag.stack", "ragleak.rag.pipeline"),
-    # report/summary.py <-> report/utility.py module circle (helper B breaks it).
-    ("ragleak.report.summary", "ragleak.report.utility"),
-    ("ragleak.report.utility", "ragleak.report.summary"),
 }
 
 
