@@ -181,8 +181,14 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+# The public contract ``from ragleak.rag import RAGPipeline`` (DESIGN's public imports): the rag
+# package resolves it lazily in a module ``__getattr__``, so importing ``ragleak.rag`` never loads the
+# pipeline; it is the one import a lower layer makes of a higher one, and only on demand.
+PUBLIC_FACADES: set[tuple[str, str]] = {("ragleak.rag", "ragleak.rag.pipeline")}
+
+
 def _pending(imp: Import) -> bool:
-    return (imp.source, imp.target) in KNOWN_PENDING
+    return (imp.source, imp.target) in KNOWN_PENDING | PUBLIC_FACADES
 
 
 def test_every_module_has_a_layer():

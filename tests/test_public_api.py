@@ -11,6 +11,8 @@ import pytest
 @pytest.mark.parametrize("statement", [
     "from ragleak.defenses import Defense",
     "from ragleak.rag.pipeline import RAGPipeline",
+    "from ragleak.rag import RAGPipeline",
+    "from ragleak.attacks import Attack",
     "from ragleak.rag.target import HttpTarget, CallableTarget, PipelineTarget",
     "import ragleak.cli",
 ])

@@ -1,8 +1,15 @@
-"""The RAG stack's parts and its pipeline.
+"""The RAG stack under audit: embedder, FAISS index, local LLM, pipeline with four hooks, targets.
 
-The parts (``models``, ``generator``, ``cache``, ``multiseq``, ``prompt``, ``embedder``, ``index``,
-``speed``) sit below the defenses, which call the generator and the prompt builder. The pipeline
-(``pipeline``: retrieval, top-k, prompt, generation and post-processing through the four defense
-hooks), the targets an attack queries (``target``) and ``indexing`` sit above the defenses; import
-them by their module, e.g. ``from ragleak.rag.pipeline import RAGPipeline``.
+``from ragleak.rag import RAGPipeline`` is the public entry; it is resolved lazily so that the
+defenses (which the pipeline calls) can import the generator protocol without a cycle.
 """
+
+__all__ = ["Conversation", "RAGPipeline", "Response"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from ragleak.rag import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(name)
