@@ -5,6 +5,7 @@ test_report.py and tests/grid cover the same sections on real cells."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from ragleak.attacks.base import QueryRecord, Transcript
 from ragleak.grid.spec import GridConfig
@@ -72,11 +73,11 @@ def test_attribution_rows_carry_intervals_and_undefined_values(tmp_path):
 
 def test_the_page_shows_both_sections(tmp_path):
     paths = build_report(_run(tmp_path))
-    page = open(paths["report"]).read()
+    page = Path(paths["report"]).read_text()
     assert "Private-RAG: utility against query index U(t)" in page and "answer quality U(t)" in page
     assert "Knowledge asymmetry: sentence attribution" in page
     assert "0.75 [0.5, 1]" in page and "undefined" in page
-    summary = json.loads(open(paths["summary"]).read())
+    summary = json.loads(Path(paths["summary"]).read_text())
     assert len(summary["utility_curves"]) == 2 and len(summary["attribution"]) == 2
 
 

@@ -24,7 +24,7 @@ from ragleak.errors import ConfigError
 from ragleak.rag.pipeline import RAGPipeline
 from ragleak.rag.target import CallableTarget, PipelineTarget
 
-from asym_helpers import ScriptedGenerator
+from ragleak.testing import ScriptedGenerator
 
 
 # -- query and sentences ---------------------------------------------------------------------
