@@ -27,7 +27,7 @@ from ragleak.corpora import CORPORA, Corpus
 from ragleak.corpora.base import CorpusKind
 from ragleak.defenses import DEFENSES, Defense, DefenseParams
 from ragleak.errors import ConfigError, RagleakError
-from ragleak.metrics import CHANNELS, METRICS, Metric
+from ragleak.metrics import CHANNELS, METRICS, Metric, metric_channels
 from ragleak.metrics.base import MetricContext, MetricResult
 from ragleak.records import HOOK_NAMES, Document, Passage, Turn
 from ragleak.testing import tiny_stack
@@ -177,6 +177,7 @@ def check_metric_metadata(name: str) -> None:
     assert isinstance(cls.title, str) and cls.title.strip()
     assert isinstance(cls.unit, str) and cls.unit.strip()
     assert cls.channels and set(cls.channels) <= set(CHANNELS)
+    assert metric_channels(name) == cls.channels  # what the audit's interpretable rule reads
     assert cls.inputs and all(isinstance(i, str) for i in cls.inputs)
     assert isinstance(cls.higher_is_leakier, bool)
     assert cls.compute is not Metric.compute, f"metric {name!r} does not implement compute"
