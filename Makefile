@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ragleak-installed
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: setup demo test bench models-large clean
+.PHONY: setup demo test test-fast bench models-large clean
 
 $(STAMP): pyproject.toml requirements/models.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: setup
 # Tests pin llama.cpp and onnxruntime to one thread: with two, a busy second core slows them 5-15x.
 test: setup
 	RAGLEAK_THREADS=1 $(PY) -m pytest
+
+# Everything but the tests marked `model` (the LLM and the NLI model): the logic, in minutes.
+test-fast: setup
+	RAGLEAK_THREADS=1 $(PY) -m pytest -m "not model"
 
 bench: setup
 	RAGLEAK_THREADS=1 $(PY) benchmarks/bench_stack.py

@@ -13,6 +13,7 @@ import pytest
 
 os.environ.setdefault("RAGLEAK_THREADS", "1")
 
+from model_marks import _models_only_in_model_tests, pytest_collection_modifyitems  # noqa: E402,F401
 from ragleak.config import StackConfig  # noqa: E402
 from ragleak.records import Document  # noqa: E402
 
@@ -63,6 +64,19 @@ def generator(stack_config):
 
     inner = LlamaCppGenerator(stack_config.model, n_threads=1, params=stack_config.decoding)
     return CachedGenerator(inner, GenerationCache(stack_config.cache_path))
+
+
+@pytest.fixture(scope="session")
+def generator_capped_at(stack_config):
+    """``make(max_tokens)``: the real target generator with answers capped at ``max_tokens`` (keeps
+    model tests short), assembled by the Stack over the session's cache."""
+    from ragleak.rag.generator import DecodingParams
+    from ragleak.stack import Stack
+
+    def make(max_tokens: int):
+        return Stack(stack_config.model_copy(update={"decoding": DecodingParams(max_tokens=max_tokens)})).generator()
+
+    return make
 
 
 @pytest.fixture(scope="session")

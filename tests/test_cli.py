@@ -35,6 +35,7 @@ def test_help_for_every_command():
         assert "Usage" in result.stdout
 
 
+@pytest.mark.model  # `ask` answers with the real LLM (in the subprocess, where no fixture shows it)
 def test_index_build_info_and_ask_with_trace(tmp_path, notes_dir):
     out = tmp_path / "idx"
     built = ragleak("index", "build", str(notes_dir), "--out", str(out), "--json")

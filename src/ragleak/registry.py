@@ -30,6 +30,11 @@ class Registry(Generic[T]):
             raise ValueError(f"{self.kind} {name!r} is already registered as {self._entries[name]}")
         self._entries[name] = target
 
+    def unregister(self, name: str) -> None:
+        """Forget ``name`` (a plugin registered for one test or session); unknown names are ignored."""
+        self._entries.pop(name, None)
+        self._loaded.pop(name, None)
+
     def names(self) -> list[str]:
         self._scan_plugins()
         return sorted(self._entries)

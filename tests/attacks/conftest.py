@@ -8,33 +8,10 @@ from typing import Sequence
 
 import pytest
 
-from ragleak.rag.generator import DecodingParams
 from ragleak.rag.target import PipelineTarget
 from ragleak.records import TargetResponse, Turn
 
 MAX_TOKENS = 120
-
-
-class ShortGenerator:
-    """The session generator with a smaller ``max_tokens`` (keeps model tests short)."""
-
-    def __init__(self, inner, max_tokens: int) -> None:
-        self.inner = inner
-        self.model_id = inner.model_id
-        self.params = DecodingParams(max_tokens=max_tokens)
-
-    def render(self, messages):
-        return self.inner.render(messages)
-
-    def generate(self, messages, params=None):
-        return self.inner.generate(messages, params or self.params)
-
-    def next_token_logprobs(self, prompt):
-        return self.inner.next_token_logprobs(prompt)
-
-    @property
-    def misses(self):
-        return self.inner.misses
 
 
 class GuardedIndex:
@@ -82,8 +59,8 @@ class RecordingTarget:
 
 
 @pytest.fixture(scope="session")
-def short_generator(generator):
-    return ShortGenerator(generator, MAX_TOKENS)
+def short_generator(generator_capped_at):
+    return generator_capped_at(MAX_TOKENS)
 
 
 def build_index(docs, embedder):

@@ -8,34 +8,14 @@ import re
 from ragleak.attacks import make_attack
 from ragleak.attacks.base import CorpusView
 from ragleak.attacks.deal import answer_score
-from ragleak.rag.generator import Generation
 from ragleak.rag.target import CallableTarget
+from ragleak.testing import ScriptedGenerator as ScriptedLLM  # answers attacker prompts by keyword
 
 _TOPICS = ["owes rent on the harbour warehouse", "signed the ferry maintenance contract", "ordered forty telescopes",
            "reported a broken irrigation pump", "booked the conference hall for June", "changed the billing address",
            "asked for a refund of the deposit", "moved the servo motors to storage"]
 # distinct enough that ROUGE-L deduplication (F1 >= 0.7) keeps them apart
 RECORDS = [f"Record {i}: Zed Quill{i} {topic}; reachable at zq{i}@corp.test." for i, topic in enumerate(_TOPICS)]
-
-
-class ScriptedLLM:
-    """Answers the attacker prompts by keyword (a reply may be a function of the prompt)."""
-
-    model_id = "scripted"
-
-    def __init__(self, replies: dict[str, str]) -> None:
-        self.replies = replies
-        self.prompts: list[str] = []
-
-    def render(self, messages):
-        return "\n".join(m.content for m in messages)
-
-    def generate(self, messages, params=None):
-        prompt = self.render(messages)
-        self.prompts.append(prompt)
-        reply = next((v for k, v in self.replies.items() if k in prompt), "")
-        text = reply(prompt) if callable(reply) else reply
-        return Generation(text=text, prompt_tokens=1, completion_tokens=1, finish_reason="stop", seconds=0.0)
 
 
 def record_target(fail_on: set[int] = frozenset()):

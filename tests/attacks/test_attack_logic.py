@@ -127,6 +127,7 @@ def test_http_500_and_dead_endpoint_are_recorded_not_raised():
         transcript = make_attack("ps").run(HttpTarget(url, retries=1, backoff_s=0.01, timeout_s=5), budget=2)
     finally:
         server.shutdown()
+        server.server_close()
     assert transcript.errors == 2 and all("HTTP 500" in q.error for q in transcript.queries)
     assert transcript.extracted == []
     dead = HttpTarget("http://127.0.0.1:9/ask", retries=0, timeout_s=2)

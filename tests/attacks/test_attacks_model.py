@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from attacks.conftest import RecordingTarget, ShortGenerator, build_index, make_pipeline
+from attacks.conftest import RecordingTarget, build_index, make_pipeline
 from ragleak.attacks import CorpusView, make_attack
 from ragleak.attacks.pools import load_pool
 from ragleak.attacks.canary import canary_kb, canary_retrieval
@@ -51,12 +51,12 @@ def test_pm_continues_the_conversation(corp_pipeline, corp_index):
 
 
 @pytest.mark.parametrize(("variant", "budget"), [("email", 2), ("name", 1)])
-def test_canary_recovery_is_positive_without_defense(variant, budget, embedder, generator):
+def test_canary_recovery_is_positive_without_defense(variant, budget, embedder, generator_capped_at):
     # the protocol's 50-document KB (seed 101) and the first pool queries; answers up to 220
     # tokens, enough for the first retrieved document (where its canary sits) to come out whole
     kb = canary_kb(variant, seed=101, n_docs=50)
     index = build_index(kb.documents, embedder)
-    pipeline = make_pipeline(index, ShortGenerator(generator, 220), top_k=5)
+    pipeline = make_pipeline(index, generator_capped_at(220), top_k=5)
     transcript = make_attack("canary").run(PipelineTarget(pipeline), budget=budget, seed=0, corpus_view=kb.view())
     assert transcript.scoring["n_canaries"] == 50
     recovered = transcript.scoring["recovered"]
@@ -66,14 +66,14 @@ def test_canary_recovery_is_positive_without_defense(variant, budget, embedder, 
     assert sum(retrieved.values()) >= len(recovered)
 
 
-def test_mi_member_scores_beat_non_member_scores(corp_index, corp_docs, generator):
+def test_mi_member_scores_beat_non_member_scores(corp_index, corp_docs, generator_capped_at):
     from ragleak.corpora import load_corpus
 
     docs = load_corpus("synthetic-corp", n_docs=15)
     assert docs[:12] == corp_docs  # the indexed corpus is the KB of the split
     _, view = membership_split(docs, n_members=3, n_nonmembers=3, kb_size=12, seed=0)
     # answers capped at 64 tokens (S2MIA caps new tokens near the query's length anyway), top-2 context
-    pipeline = make_pipeline(corp_index, ShortGenerator(generator, 64), top_k=2)
+    pipeline = make_pipeline(corp_index, generator_capped_at(64), top_k=2)
     transcript = make_attack("mi").run(PipelineTarget(pipeline), corpus_view=view)
     assert len(transcript.queries) == 12 and transcript.errors == 0
     members = [m for m in transcript.membership if m.member]
@@ -87,9 +87,9 @@ def test_mi_member_scores_beat_non_member_scores(corp_index, corp_docs, generato
     assert mean(members, "s2mia") > mean(others, "s2mia"), transcript.membership
 
 
-def test_rag_thief_memory_and_recovered_chunks_grow_over_rounds(corp_index, generator):
+def test_rag_thief_memory_and_recovered_chunks_grow_over_rounds(corp_index, generator, generator_capped_at):
     # answers up to 220 tokens so one answer can carry all three retrieved passages
-    pipeline = make_pipeline(corp_index, ShortGenerator(generator, 220))
+    pipeline = make_pipeline(corp_index, generator_capped_at(220))
     attack = make_attack("rag-thief", n_continuations=2, reflection_max_tokens=120, attacker=generator)
     transcript = attack.run(PipelineTarget(pipeline), budget=3)
     assert len(transcript.queries) == 3 and transcript.state["command"]

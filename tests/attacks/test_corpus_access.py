@@ -11,36 +11,17 @@ from __future__ import annotations
 import pytest
 
 from attacks.conftest import RecordingTarget, build_index, make_pipeline
-from attacks.test_agent_logic import ScriptedLLM
 from ragleak.attacks import ATTACKS, CorpusView, make_attack
-from ragleak.rag.generator import Generation
 from ragleak.records import Document
+from ragleak.testing import ScriptedGenerator, copy_context
 
 DOCS = [Document(id=f"doc{i}", text=f"File {i}: Vrel Tashko{i} keeps {i} crates of amber in locker {i}{i}7 at the "
                  f"north pier; contact vt{i}@pier.test or call 555-01{i}{i}.") for i in range(6)]
 
 
-class CopyContext:
-    """A scripted generator: answers with the context block of the prompt (a maximal leaker)."""
-
-    model_id = "copy-context"
-    misses = 0
-
-    def render(self, messages):
-        return "\n".join(m.content for m in messages)
-
-    def generate(self, messages, params=None):
-        user = messages[-1].content
-        text = user.split("Context:\n", 1)[-1].split("\n\nQuestion:", 1)[0] if "Context:" in user else "I don't know."
-        return Generation(text=text, prompt_tokens=1, completion_tokens=1, finish_reason="stop", seconds=0.0)
-
-    def next_token_logprobs(self, prompt):
-        raise NotImplementedError
-
-
 @pytest.fixture
 def guarded(monkeypatch, embedder):
-    target = RecordingTarget(make_pipeline(build_index(DOCS, embedder), CopyContext(), top_k=2))
+    target = RecordingTarget(make_pipeline(build_index(DOCS, embedder), ScriptedGenerator(copy_context, model_id="copy-context"), top_k=2))
 
     def refuse(*args, **kwargs):
         if not target.guard.open:
@@ -70,7 +51,7 @@ SPENDS_WHOLE_BUDGET = {"ps", "pm", "canary", "mi", "rag-thief", "deal"}
 def test_attack_reads_the_corpus_only_through_the_target(name, guarded, embedder):
     extra = {}
     if name in ("rag-thief", "deal", "ikea"):
-        extra["attacker"] = ScriptedLLM(LLM_REPLIES)
+        extra["attacker"] = ScriptedGenerator(LLM_REPLIES)
     if name == "ikea":
         extra["encoder"] = embedder
     view = CorpusView(documents=DOCS[:2] + [Document(id="outsider", text="File 9: nobody keeps anything here.")],

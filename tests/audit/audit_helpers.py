@@ -6,10 +6,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from ragleak.rag.generator import Generation
 from ragleak.rag.pipeline import RAGPipeline
-from ragleak.rag.prompt import render_chatml
 from ragleak.records import Passage, Scored
+from ragleak.testing import ScriptedGenerator
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -24,26 +23,6 @@ def load_fixture(name: str):
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
-
-
-class ScriptedGenerator:
-    """Answers with the tail of the user message: deterministic, no model."""
-
-    model_id = "scripted"
-
-    def __init__(self):
-        self.calls = 0
-
-    def render(self, messages):
-        return render_chatml(messages)
-
-    def generate(self, messages, params=None):
-        self.calls += 1
-        return Generation(text=f"echo: {messages[-1].content[-40:]}", prompt_tokens=1, completion_tokens=1,
-                          finish_reason="stop", seconds=0.0)
-
-    def next_token_logprobs(self, prompt):
-        raise AssertionError("not used")
 
 
 class TinyIndex:

@@ -11,30 +11,18 @@ from ragleak.accounting import epsilon_after, log_ratio_interval
 from ragleak.context import RunContext
 from ragleak.defenses import make_defense
 from ragleak.defenses.ca_dp import CompositionAwareDP
-from ragleak.rag.generator import Generation
 from ragleak.rag.pipeline import Conversation, RAGPipeline
-from ragleak.rag.prompt import render_chatml
 from ragleak.records import Passage, Scored
 from ragleak.errors import ConfigError
+from ragleak.testing import ScriptedGenerator
 
 SCORES = [0.8, 0.55, 0.5, 0.05]
 NEIGHBOUR = [0.8, 0.55, 0.5, 0.95]   # document 3 substituted
 
 
-class EchoGenerator:
+def count_passages(user):
     """Answers with the number of context passages: the pipeline logic without a model."""
-
-    model_id = "echo"
-
-    def render(self, messages):
-        return render_chatml(messages)
-
-    def generate(self, messages, params=None):
-        return Generation(text=f"passages: {messages[-1].content.count('Passage ')}", prompt_tokens=1,
-                          completion_tokens=1, finish_reason="stop", seconds=0.0)
-
-    def next_token_logprobs(self, prompt):
-        raise AssertionError("not used")
+    return f"passages: {user.count('Passage ')}"
 
 
 def _cands(scores):
@@ -80,7 +68,7 @@ def test_accountant_sizes_the_conversation():
 
 def test_turns_beyond_the_budget_answer_without_retrieval_and_new_conversations_reset(fact_index):
     d = make_defense("ca-dp", turn_epsilon=1.0, conversation_epsilon=2.0, accountant="basic")
-    pipe = RAGPipeline(fact_index, EchoGenerator(), d, top_k=2, ctx=RunContext(seed=1))
+    pipe = RAGPipeline(fact_index, ScriptedGenerator(count_passages), d, top_k=2, ctx=RunContext(seed=1))
     chat = Conversation(pipe)
     traces = [chat.ask(q).trace for q in ("ferry?", "garden?", "library?", "lab?")]
     assert [t.answer for t in traces] == ["passages: 2", "passages: 2", "passages: 0", "passages: 0"]

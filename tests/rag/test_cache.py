@@ -5,27 +5,18 @@ from __future__ import annotations
 import multiprocessing as mp
 
 from ragleak.rag.cache import CachedGenerator, GenerationCache, cache_key
-from ragleak.rag.generator import DecodingParams, Generation
-from ragleak.rag.prompt import ChatMessage, render_chatml
+from ragleak.rag.generator import DecodingParams
+from ragleak.rag.prompt import ChatMessage
+from ragleak.testing import ScriptedGenerator
 
 
-class CountingGenerator:
-    model_id = "scripted-model"
+def counting_generator():
+    """Answers with the user message reversed; ``calls`` counts real (uncached) generations."""
+    return ScriptedGenerator(_reverse, model_id="scripted-model")
 
-    def __init__(self):
-        self.invocations = 0
-        self.params = DecodingParams()
 
-    def render(self, messages):
-        return render_chatml(messages)
-
-    def generate(self, messages, params=None):
-        self.invocations += 1
-        return Generation(text=messages[-1].content[::-1], prompt_tokens=3, completion_tokens=3,
-                          finish_reason="stop", seconds=0.01)
-
-    def next_token_logprobs(self, prompt):
-        raise AssertionError
+def _reverse(user):
+    return user[::-1]
 
 
 def _msgs(text):
@@ -43,20 +34,20 @@ def test_key_depends_on_model_params_and_exact_prompt():
 
 def test_hit_does_not_run_the_model_and_persists(tmp_path):
     path = tmp_path / "c.sqlite"
-    inner = CountingGenerator()
+    inner = counting_generator()
     gen = CachedGenerator(inner, GenerationCache(path))
     first = gen.generate(_msgs("hello"))
     second = gen.generate(_msgs("hello"))
-    assert inner.invocations == 1 and second.cached and not first.cached and second.text == first.text
-    reopened = CachedGenerator(CountingGenerator(), GenerationCache(path))
-    assert reopened.generate(_msgs("hello")).text == "olleh" and reopened.inner.invocations == 0
+    assert inner.calls == 1 and second.cached and not first.cached and second.text == first.text
+    reopened = CachedGenerator(counting_generator(), GenerationCache(path))
+    assert reopened.generate(_msgs("hello")).text == "olleh" and reopened.inner.calls == 0
 
 
 def _worker(path, worker, n, queue):
-    inner = CountingGenerator()
+    inner = counting_generator()
     gen = CachedGenerator(inner, GenerationCache(path))
     texts = [gen.generate(_msgs(f"prompt {i}")).text for i in range(n)]
-    queue.put((worker, inner.invocations, texts))
+    queue.put((worker, inner.calls, texts))
 
 
 def test_several_processes_share_one_cache(tmp_path):
@@ -80,7 +71,7 @@ def test_several_processes_share_one_cache(tmp_path):
 
 
 def _open_and_write(path, worker, queue):
-    gen = CachedGenerator(CountingGenerator(), GenerationCache(path))
+    gen = CachedGenerator(counting_generator(), GenerationCache(path))
     queue.put((worker, gen.generate(_msgs(f"worker {worker}")).text))
 
 

@@ -3,27 +3,8 @@
 from __future__ import annotations
 
 from ragleak.defenses import Defense
-from ragleak.rag.generator import DecodingParams, Generation
 from ragleak.rag.pipeline import RAGPipeline
-from ragleak.rag.prompt import render_chatml
-
-
-class ScriptedGenerator:
-    model_id = "scripted"
-
-    def __init__(self):
-        self.calls = 0
-
-    def render(self, messages):
-        return render_chatml(messages)
-
-    def generate(self, messages, params: DecodingParams | None = None):
-        self.calls += 1
-        return Generation(text=f"echo: {messages[-1].content[-30:]}", prompt_tokens=1, completion_tokens=1,
-                          finish_reason="stop", seconds=0.0)
-
-    def next_token_logprobs(self, prompt):
-        raise AssertionError("not used")
+from ragleak.testing import ScriptedGenerator
 
 
 class DropLowest(Defense):

@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -41,7 +42,7 @@ def run_dir(tmp_path_factory):
 
 def test_every_output_is_written_and_consistent(run_dir):
     paths = build_report(run_dir)
-    summary = json.loads(open(paths["summary"]).read())
+    summary = json.loads(Path(paths["summary"]).read_text())
     assert summary["cells"] == 8 and summary["ok"] == 8
     defenses = {row["defense"]: row for row in summary["table_one"]}
     assert defenses["none"]["status"] == "baseline"
@@ -57,16 +58,16 @@ def test_every_output_is_written_and_consistent(run_dir):
     assert {"nel_strict", "nel_strict[EMAIL_REAL]", "nel_strict[PERSON_NAME]", "rougeL_max", "verbatim_leaks"} <= levels
     for cell in summary["table_two"]:
         assert cell["interpretable"] == bool(defenses[cell["defense"]]["active_hooks"]), cell
-    sarif = json.loads(open(paths["sarif"]).read())
+    sarif = json.loads(Path(paths["sarif"]).read_text())
     assert sarif["version"] == "2.1.0"
     suites = ET.parse(paths["junit"]).getroot()
     assert {s.get("name") for s in suites} == {"cells", "audit"}
-    assert len(open(paths["cells"]).read().splitlines()) == 8
+    assert len(Path(paths["cells"]).read_text().splitlines()) == 8
     # Private-RAG's U(t): one curve per seed, every query logged and scored against the baseline's answer
     curves = summary["utility_curves"]
     assert len(curves) == 2 and all(len(c["points"]) == 2 and c["baseline_cell"] for c in curves)
     assert all(p["quality"] is not None and p["active_docs"] <= 16 for c in curves for p in c["points"])
-    page = open(paths["report"]).read()
+    page = Path(paths["report"]).read_text()
     assert "Table I" in page and "<svg" in page and "U(t)" in page
     # self-contained: nothing to fetch (XML namespace URIs inside the SVGs are names, not loads)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page) and "<link" not in page and "<script" not in page

@@ -25,7 +25,7 @@ from ragleak.metrics import attribution as metrics
 from ragleak.rag.pipeline import RAGPipeline
 from ragleak.rag.target import CallableTarget, PipelineTarget
 
-from asym_helpers import ScriptedGenerator
+from ragleak.testing import ScriptedGenerator
 
 
 # -- query and sentences ---------------------------------------------------------------------

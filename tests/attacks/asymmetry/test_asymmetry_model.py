@@ -16,7 +16,6 @@ from ragleak.metrics import attribution as metrics
 from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, select_feature_set, split_by_query
 from ragleak.attacks.asymmetry.probe import collect
 from ragleak.attacks.asymmetry.query import StandardLLM, make_q1, make_query
-from ragleak.rag.generator import DecodingParams
 
 MAX_TOKENS = 80
 KEYWORDS = ["client records", "invoices", "personnel files", "meeting notes", "support tickets",
@@ -24,29 +23,8 @@ KEYWORDS = ["client records", "invoices", "personnel files", "meeting notes", "s
             "mailing addresses", "relationship managers", "payment remittance", "billing discrepancies"]
 
 
-class CappedGenerator:
-    """The session generator with this module's ``max_tokens`` for every call."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.model_id = inner.model_id
-        self.params = DecodingParams(max_tokens=MAX_TOKENS)
-
-    def render(self, messages):
-        return self.inner.render(messages)
-
-    def generate(self, messages, params=None):
-        return self.inner.generate(messages, params or self.params)
-
-    def next_token_logprobs(self, prompt):
-        return self.inner.next_token_logprobs(prompt)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
 @pytest.fixture(scope="module")
-def corp_observations(embedder, generator, nli):
+def corp_observations(embedder, generator_capped_at, nli):
     from ragleak.corpora import load_corpus
     from ragleak.corpora.chunking import chunk_documents
     from ragleak.rag.index import PassageIndex
@@ -54,7 +32,7 @@ def corp_observations(embedder, generator, nli):
     from ragleak.rag.target import PipelineTarget
 
     index = PassageIndex.build(chunk_documents(load_corpus("synthetic-corp", n_docs=12, seed=0)), embedder)
-    capped = CappedGenerator(generator)
+    capped = generator_capped_at(MAX_TOKENS)
     target = PipelineTarget(RAGPipeline(index, capped, top_k=3))
     return collect(target, StandardLLM(capped), [make_query(make_q1([k])) for k in KEYWORDS], embedder, nli)
 

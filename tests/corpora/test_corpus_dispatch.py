@@ -1,42 +1,14 @@
-"""One contract test over every registered corpus, plus load_corpus dispatch."""
+"""load_corpus dispatch and corpus kinds (the contract over every registered corpus is in
+tests/test_contracts.py)."""
 
 from __future__ import annotations
 
-import json
-import typing
-
 import pytest
-from pydantic import BaseModel, ValidationError
 
-from ragleak.corpora import CORPORA, Corpus, load_corpus, make_corpus
-from ragleak.corpora.base import CorpusKind, planted_entities
+from ragleak.corpora import CORPORA, load_corpus, make_corpus
+from ragleak.corpora.base import planted_entities
 from ragleak.errors import ConfigError
 from ragleak.records import Document
-
-# parameters a loader cannot be built without (paths the user supplies); nothing is read here
-REQUIRED = {"pubmedqa": {"path": "/nonexistent/ori_pqal.json"}, "files": {"path": "/nonexistent/folder"}}
-
-
-@pytest.mark.parametrize("name", CORPORA.names())
-def test_contract(name: str) -> None:
-    cls = CORPORA.get(name)
-    assert issubclass(cls, Corpus)
-    assert cls.name == name
-    assert isinstance(cls.version, str) and cls.version
-    assert isinstance(cls.description, str) and len(cls.description) > 10
-    assert cls.kind in typing.get_args(CorpusKind)
-    assert issubclass(cls.Params, BaseModel) and cls.Params.model_config.get("frozen") is True
-    # constructing stores parameters only: no file is touched for the missing paths above
-    corpus = cls(**REQUIRED.get(name, {}))
-    params = corpus.params
-    with pytest.raises(ValidationError):
-        params.__setattr__(next(iter(type(params).model_fields)), None)
-    again = cls.Params.model_validate_json(params.model_dump_json())
-    assert again == params and hash(again) == hash(params)
-    spec = corpus.spec()
-    assert json.loads(json.dumps(spec)) == spec and spec["name"] == name
-    with pytest.raises(ConfigError, match="no_such_param"):
-        cls(no_such_param=1, **REQUIRED.get(name, {}))
 
 
 def test_kind_values_are_declared() -> None:
