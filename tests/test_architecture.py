@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("accounting", ("accounting",)),
     ("defenses", ("defenses",)),
     ("pipeline", ("rag.pipeline", "rag.target", "rag.indexing")),
-    ("stack", ("stack",)),
+    ("stack", ("stack", "testing")),
     ("attacks", ("attacks",)),
     ("metrics", ("metrics",)),
     ("audit", ("audit",)),
