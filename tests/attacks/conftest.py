@@ -8,9 +8,12 @@ from typing import Sequence
 
 import pytest
 
+from ragleak.config import StackConfig
+from ragleak.context import RunContext
 from ragleak.rag.generator import DecodingParams
 from ragleak.rag.target import PipelineTarget
 from ragleak.records import TargetResponse, Turn
+from ragleak.stack import Stack
 
 MAX_TOKENS = 120
 
@@ -35,6 +38,27 @@ class ShortGenerator:
     @property
     def misses(self):
         return self.inner.misses
+
+
+class PartsStack(Stack):
+    """A stack that hands out given parts: logic tests drive an attack's own LLM (every role) with
+    a scripted one (never the default) and its encoder with the session's real one."""
+
+    def __init__(self, llm=None, encoder=None) -> None:
+        super().__init__(StackConfig(use_cache=False))
+        self._llm, self._encoder = llm, encoder
+
+    def generator(self, role="target", model=None):
+        assert self._llm is not None, f"this test gave the stack no LLM for role {role!r}"
+        return self._llm
+
+    def embedder(self):
+        return self._encoder
+
+
+def parts_context(llm=None, encoder=None, seed: int = 0) -> RunContext:
+    """A run context whose stack is ``PartsStack(llm, encoder)``."""
+    return PartsStack(llm, encoder).context(seed)
 
 
 class GuardedIndex:
@@ -86,13 +110,6 @@ def short_generator(generator):
     return ShortGenerator(generator, MAX_TOKENS)
 
 
-def build_index(docs, embedder):
-    from ragleak.corpora.chunking import chunk_documents
-    from ragleak.rag.index import PassageIndex
-
-    return PassageIndex.build(chunk_documents(docs), embedder)
-
-
 def make_pipeline(index, generator, top_k=3):
     from ragleak.rag.pipeline import RAGPipeline
 
@@ -107,8 +124,8 @@ def corp_docs():
 
 
 @pytest.fixture(scope="session")
-def corp_index(corp_docs, embedder):
-    return build_index(corp_docs, embedder)
+def corp_index(corp_docs, stack):
+    return stack.index(corp_docs)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from attacks.conftest import RecordingTarget, build_index, make_pipeline
+from attacks.conftest import RecordingTarget, make_pipeline, parts_context
 from attacks.test_agent_logic import ScriptedLLM
 from ragleak.attacks import ATTACKS, CorpusView, make_attack
 from ragleak.rag.generator import Generation
@@ -39,8 +39,8 @@ class CopyContext:
 
 
 @pytest.fixture
-def guarded(monkeypatch, embedder):
-    target = RecordingTarget(make_pipeline(build_index(DOCS, embedder), CopyContext(), top_k=2))
+def guarded(monkeypatch, stack):
+    target = RecordingTarget(make_pipeline(stack.index(DOCS), CopyContext(), top_k=2))
 
     def refuse(*args, **kwargs):
         if not target.guard.open:
@@ -68,14 +68,10 @@ SPENDS_WHOLE_BUDGET = {"ps", "pm", "canary", "mi", "rag-thief", "deal"}
 
 @pytest.mark.parametrize("name", ATTACKS.names())
 def test_attack_reads_the_corpus_only_through_the_target(name, guarded, embedder):
-    extra = {}
-    if name in ("rag-thief", "deal", "ikea"):
-        extra["attacker"] = ScriptedLLM(LLM_REPLIES)
-    if name == "ikea":
-        extra["encoder"] = embedder
     view = CorpusView(documents=DOCS[:2] + [Document(id="outsider", text="File 9: nobody keeps anything here.")],
                       member_ids=["doc0", "doc1"], secrets=["vt1@pier.test"], topic="harbour storage")
-    transcript = make_attack(name, **extra).run(guarded, budget=4, corpus_view=view)
+    transcript = make_attack(name).run(guarded, parts_context(ScriptedLLM(LLM_REPLIES), embedder), budget=4,
+                                      corpus_view=view)
     assert [(q.query, q.turn) for q in transcript.queries] == guarded.calls
     assert transcript.errors == 0 and 0 < len(transcript.queries) <= 4
     if name in SPENDS_WHOLE_BUDGET:  # others may stop early (IKEA never resends a question)
@@ -88,7 +84,7 @@ def test_attack_reads_the_corpus_only_through_the_target(name, guarded, embedder
 
 def test_scoring_ground_truth_is_applied_after_the_queries(guarded):
     view = CorpusView(secrets=["vt0@pier.test", "vt5@pier.test", "never@pier.test"])
-    t = make_attack("canary").run(guarded, budget=3, corpus_view=view)
+    t = make_attack("canary").run(guarded, parts_context(), budget=3, corpus_view=view)
     hits = t.scoring["secrets"]
     assert hits["never@pier.test"] == [] and t.scoring["n_canaries"] == 3
     assert set(t.scoring["recovered"]) == {s for s, idx in hits.items() if idx}
