@@ -63,7 +63,7 @@ class KnowledgeAsymmetryAttack(Attack):
     description: ClassVar[str] = "Knowledge asymmetry (Chen et al., ICLR 2026): RAG vs plain-LLM sentence attribution"
     Params: ClassVar[type[AttackParams]] = AsymmetryParams
 
-    def _components(self, ctx: RunContext) -> tuple[StandardLLM, Embedder, NLIModel | None]:
+    def _parts(self, ctx: RunContext) -> tuple[StandardLLM, Embedder, NLIModel | None]:
         """The plain LLM, the encoder and the NLI model, all from the run's stack."""
         p: AsymmetryParams = self.params  # type: ignore[assignment]
         stack = ctx.require_stack(f"attack {self.name}")
@@ -81,7 +81,7 @@ class KnowledgeAsymmetryAttack(Attack):
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p: AsymmetryParams = self.params  # type: ignore[assignment]
-        llm, embedder, nli = self._components(ctx)
+        llm, embedder, nli = self._parts(ctx)
         classifier = AsymmetryClassifier.load(p.classifier_path) if p.classifier_path else None
         threshold = self._threshold(classifier)
         keywords = list(p.keywords) or ([view.topic] if view.topic else [])
