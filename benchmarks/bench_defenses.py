@@ -31,18 +31,17 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
-    from ragleak.context import RunContext
+    from ragleak.config import StackConfig
     from ragleak.corpora import load_corpus
-    from ragleak.corpora.chunking import chunk_documents
     from ragleak.defenses import make_defense
-    from ragleak.rag.embedder import make_embedder
-    from ragleak.rag.generator import DecodingParams, LlamaCppGenerator
-    from ragleak.rag.index import PassageIndex
-    from ragleak.rag.pipeline import RAGPipeline
+    from ragleak.stack import Stack
 
+    # no cache: every query is timed on the model
+    stack = Stack(StackConfig(model=args.model, n_threads=args.threads, decoding={"max_tokens": args.max_tokens},
+                              use_cache=False))
     docs = load_corpus("synthetic-corp", n_docs=args.docs)
-    index = PassageIndex.build(chunk_documents(docs), make_embedder(n_threads=args.threads))
-    generator = LlamaCppGenerator(args.model, n_threads=args.threads, params=DecodingParams(max_tokens=args.max_tokens))
+    index = stack.index(docs)
+    generator = stack.generator("target").inner
     generator.prepare()
     # questions with a gold answer (the record's e-mail address), cycling over the first documents so
     # that private-rag's per-document budgets run out: its U(t) then shows retired documents
@@ -53,7 +52,7 @@ def main() -> None:
                     "args": {k: str(v) for k, v in vars(args).items()}, "defenses": {}}
     for name in [d.strip() for d in args.defenses.split(",") if d.strip()]:
         defense = make_defense(name)
-        pipeline = RAGPipeline(index, generator, defense, ctx=RunContext(seed=0))
+        pipeline = stack.pipeline(index, defense, stack.context(0))
         calls0, seconds, correct = generator.invocations, [], []
         for q, g in zip(questions, gold):
             t0 = time.perf_counter()
@@ -64,9 +63,7 @@ def main() -> None:
         row = {"seconds_per_query": {"median": round(statistics.median(later), 3), "max": round(max(later), 3)},
                "first_query_s": round(seconds[0], 3), "generator_calls": generator.invocations - calls0,
                "queries": len(seconds), "gold_in_answer": correct}
-        state = getattr(defense, "state", None)
-        if callable(state):
-            row["state"] = state()
+        row["state"] = defense.state()
         report["defenses"][name] = row
         print(f"{name}: {row['seconds_per_query']['median']} s/query", flush=True, file=__import__("sys").stderr)
     text = json.dumps(report, indent=2)

@@ -41,29 +41,28 @@ def stack_config(tmp_path_factory) -> StackConfig:
 
 
 @pytest.fixture(scope="session")
-def embedder():
-    from ragleak.rag.embedder import make_embedder
+def stack(stack_config):
+    """The default stack, assembled once for the test session (its cache is the session's own)."""
+    from ragleak.stack import Stack
 
-    e = make_embedder()
+    return Stack(stack_config)
+
+
+@pytest.fixture(scope="session")
+def embedder(stack):
+    e = stack.embedder()
     e.prepare()
     return e
 
 
 @pytest.fixture(scope="session")
-def fact_index(embedder):
-    from ragleak.corpora.chunking import chunk_documents
-    from ragleak.rag.index import PassageIndex
-
-    return PassageIndex.build(chunk_documents(FACT_DOCS), embedder)
+def fact_index(stack):
+    return stack.index(FACT_DOCS)
 
 
 @pytest.fixture(scope="session")
-def generator(stack_config):
-    from ragleak.rag.cache import CachedGenerator, GenerationCache
-    from ragleak.rag.generator import LlamaCppGenerator
-
-    inner = LlamaCppGenerator(stack_config.model, n_threads=1, params=stack_config.decoding)
-    return CachedGenerator(inner, GenerationCache(stack_config.cache_path))
+def generator(stack):
+    return stack.generator("target")
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +79,7 @@ def generator_capped_at(stack_config):
 
 
 @pytest.fixture(scope="session")
-def pipeline(fact_index, generator, stack_config):
-    from ragleak.rag.stack import make_pipeline
+def pipeline(fact_index, stack_config):
+    from ragleak.stack import Stack
 
-    return make_pipeline(fact_index, stack_config.model_copy(update={"top_k": 3}), generator=generator)
+    return Stack(stack_config.model_copy(update={"top_k": 3})).pipeline(fact_index)

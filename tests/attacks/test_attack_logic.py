@@ -18,6 +18,7 @@ from ragleak.attacks.membership import bleu, heuristic_score, membership_split, 
 from ragleak.attacks.parsing import pii_items, split_chunks
 from ragleak.lcs import Rouge, rouge_l
 from ragleak.attacks.pools import load_pool, pool_names
+from ragleak.context import RunContext
 from ragleak.errors import ConfigError
 from ragleak.rag.target import CallableTarget, HttpTarget
 from ragleak.records import Document
@@ -45,24 +46,24 @@ def test_unknown_attack_and_bad_params_are_config_errors():
     with pytest.raises(ConfigError, match="turns"):
         make_attack("ps", turns=0)
     with pytest.raises(ConfigError, match="no query pool"):
-        make_attack("ps", pool="missing").run(CallableTarget(echo))
+        make_attack("ps", pool="missing").run(CallableTarget(echo), RunContext())
 
 
 def test_ps_sends_the_pool_in_order_within_budget_and_round_trips():
     sent = []
-    transcript = make_attack("ps").run(CallableTarget(lambda q: sent.append(q) or echo(q)), budget=4)
+    transcript = make_attack("ps").run(CallableTarget(lambda q: sent.append(q) or echo(q)), RunContext(), budget=4)
     pool = load_pool("shared-extraction").items
     assert sent == pool[:4] == [q.query for q in transcript.queries]
     assert transcript.errors == 0 and transcript.budget == 4
     assert transcript.extracted and all("copied passage" in c for c in transcript.extracted)
     again = Transcript.from_json(transcript.to_json())
     assert again == transcript and again.schema_version == 1
-    assert make_attack("ps").run(CallableTarget(echo)).budget == len(pool)  # default budget = pool size
+    assert make_attack("ps").run(CallableTarget(echo), RunContext()).budget == len(pool)  # default budget = pool size
 
 
 def test_seed_shuffles_the_pool_order_reproducibly():
     def order(seed):
-        return [q.query for q in make_attack("ps").run(CallableTarget(echo), budget=10, seed=seed).queries]
+        return [q.query for q in make_attack("ps").run(CallableTarget(echo), RunContext(seed=seed), budget=10).queries]
 
     assert order(0) == load_pool("shared-extraction").items
     assert order(7) == order(7) != order(0) and sorted(order(7)) == sorted(order(0))
@@ -75,7 +76,7 @@ def test_pm_keeps_one_conversation_per_pool_query():
         histories.append([t.query for t in history])
         return echo(query)
 
-    transcript = make_attack("pm", turns=3).run(CallableTarget(chat), budget=7)
+    transcript = make_attack("pm", turns=3).run(CallableTarget(chat), RunContext(), budget=7)
     assert len(transcript.queries) == 7
     pool, follow = load_pool("shared-extraction").items, load_pool("followups").items
     assert histories[:4] == [[], [pool[0]], [pool[0], follow[0]], []]
@@ -94,7 +95,7 @@ def test_failing_calls_are_recorded_counted_and_never_leakage():
         return "nothing to see"
 
     view = CorpusView(secrets=[secret])
-    transcript = make_attack("canary").run(CallableTarget(flaky), budget=6, corpus_view=view)
+    transcript = make_attack("canary").run(CallableTarget(flaky), RunContext(), budget=6, corpus_view=view)
     assert len(transcript.queries) == 6 and transcript.errors == 3
     failed = [q for q in transcript.queries if not q.ok]
     assert all(q.answer is None and "TimeoutError" in q.error for q in failed)
@@ -124,14 +125,14 @@ def test_http_500_and_dead_endpoint_are_recorded_not_raised():
     server = _serve(500)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/ask"
-        transcript = make_attack("ps").run(HttpTarget(url, retries=1, backoff_s=0.01, timeout_s=5), budget=2)
+        transcript = make_attack("ps").run(HttpTarget(url, retries=1, backoff_s=0.01, timeout_s=5), RunContext(), budget=2)
     finally:
         server.shutdown()
         server.server_close()
     assert transcript.errors == 2 and all("HTTP 500" in q.error for q in transcript.queries)
     assert transcript.extracted == []
     dead = HttpTarget("http://127.0.0.1:9/ask", retries=0, timeout_s=2)
-    t2 = make_attack("mi").run(dead, corpus_view=CorpusView(documents=[Document(id="d", text="one two three four")]))
+    t2 = make_attack("mi").run(dead, RunContext(), corpus_view=CorpusView(documents=[Document(id="d", text="one two three four")]))
     assert t2.errors == 2 and t2.membership[0].scores == {}  # no score from a failed call
 
 
@@ -140,12 +141,12 @@ def test_mi_scores_every_candidate_and_labels_come_after_the_queries():
     seen_views = []
 
     class Spy(type(make_attack("mi"))):
-        def execute(self, session, view):
+        def execute(self, session, view, ctx):
             seen_views.append(view)
-            return super().execute(session, view)
+            return super().execute(session, view, ctx)
 
     target = CallableTarget(lambda q: "Yes." if "d1" in q or "Quant1" in q else "No.")
-    t = Spy().run(target, corpus_view=CorpusView(documents=docs, member_ids=["d1"], secrets=["x"]))
+    t = Spy().run(target, RunContext(), corpus_view=CorpusView(documents=docs, member_ids=["d1"], secrets=["x"]))
     assert seen_views[0].member_ids is None and seen_views[0].secrets == []  # ground truth withheld
     assert len(t.queries) == 8 == t.budget
     by_id = {m.doc_id: m for m in t.membership}
@@ -210,12 +211,12 @@ def test_an_attack_without_ids_access_is_refused_where_it_needs_them():
     class NeedsIds(Attack):
         name, version, threat_model, default_budget = "needs-ids", "1", "needs-retrieved-ids", 1
 
-        def execute(self, session, view):
+        def execute(self, session, view, ctx):
             return AttackResult()
 
     with pytest.raises(ConfigError, match="retrieved ids"):
-        NeedsIds().run(CallableTarget(echo))
-    assert NeedsIds().run(CallableTarget(echo, exposes_retrieved_ids=True)).queries == []
+        NeedsIds().run(CallableTarget(echo), RunContext())
+    assert NeedsIds().run(CallableTarget(echo, exposes_retrieved_ids=True), RunContext()).queries == []
 
 
 def test_exported_canary_kb_loads_as_a_files_corpus_and_a_view(tmp_path):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from attacks.conftest import RecordingTarget, build_index, make_pipeline
+from attacks.conftest import RecordingTarget, make_pipeline, parts_context
 from ragleak.attacks import ATTACKS, CorpusView, make_attack
 from ragleak.records import Document
 from ragleak.testing import ScriptedGenerator, copy_context
@@ -20,8 +20,8 @@ DOCS = [Document(id=f"doc{i}", text=f"File {i}: Vrel Tashko{i} keeps {i} crates 
 
 
 @pytest.fixture
-def guarded(monkeypatch, embedder):
-    target = RecordingTarget(make_pipeline(build_index(DOCS, embedder), ScriptedGenerator(copy_context, model_id="copy-context"), top_k=2))
+def guarded(monkeypatch, stack):
+    target = RecordingTarget(make_pipeline(stack.index(DOCS), ScriptedGenerator(copy_context, model_id="copy-context"), top_k=2))
 
     def refuse(*args, **kwargs):
         if not target.guard.open:
@@ -49,14 +49,10 @@ SPENDS_WHOLE_BUDGET = {"ps", "pm", "canary", "mi", "rag-thief", "deal"}
 
 @pytest.mark.parametrize("name", ATTACKS.names())
 def test_attack_reads_the_corpus_only_through_the_target(name, guarded, embedder):
-    extra = {}
-    if name in ("rag-thief", "deal", "ikea"):
-        extra["attacker"] = ScriptedGenerator(LLM_REPLIES)
-    if name == "ikea":
-        extra["encoder"] = embedder
     view = CorpusView(documents=DOCS[:2] + [Document(id="outsider", text="File 9: nobody keeps anything here.")],
                       member_ids=["doc0", "doc1"], secrets=["vt1@pier.test"], topic="harbour storage")
-    transcript = make_attack(name, **extra).run(guarded, budget=4, corpus_view=view)
+    transcript = make_attack(name).run(guarded, parts_context(ScriptedGenerator(LLM_REPLIES), embedder), budget=4,
+                                      corpus_view=view)
     assert [(q.query, q.turn) for q in transcript.queries] == guarded.calls
     assert transcript.errors == 0 and 0 < len(transcript.queries) <= 4
     if name in SPENDS_WHOLE_BUDGET:  # others may stop early (IKEA never resends a question)
@@ -69,7 +65,7 @@ def test_attack_reads_the_corpus_only_through_the_target(name, guarded, embedder
 
 def test_scoring_ground_truth_is_applied_after_the_queries(guarded):
     view = CorpusView(secrets=["vt0@pier.test", "vt5@pier.test", "never@pier.test"])
-    t = make_attack("canary").run(guarded, budget=3, corpus_view=view)
+    t = make_attack("canary").run(guarded, parts_context(), budget=3, corpus_view=view)
     hits = t.scoring["secrets"]
     assert hits["never@pier.test"] == [] and t.scoring["n_canaries"] == 3
     assert set(t.scoring["recovered"]) == {s for s, idx in hits.items() if idx}

@@ -7,6 +7,7 @@ import pytest
 
 from ragleak.attacks import QuerySession, Transcript, make_attack
 from ragleak.attacks.base import MULTI_TURNS
+from ragleak.context import RunContext
 from ragleak.errors import ConfigError
 from ragleak.rag.target import CallableTarget
 
@@ -55,8 +56,8 @@ def test_multi_mode_leaves_an_attacks_own_conversations_alone():
 
 def test_attack_run_records_its_mode_and_transcripts_round_trip():
     target, seen = _recording_target()
-    single = make_attack("ps").run(target, budget=3)
-    multi = make_attack("ps").run(target, budget=3, mode="multi")
+    single = make_attack("ps").run(target, RunContext(), budget=3)
+    multi = make_attack("ps").run(target, RunContext(), budget=3, mode="multi")
     assert single.mode == "single" and multi.mode == "multi"
     assert [q.query for q in single.queries] == [q.query for q in multi.queries]
     assert [q.turn for q in multi.queries] == [0, 1, 2]

@@ -11,7 +11,8 @@ from ragleak.accounting import epsilon_after, log_ratio_interval
 from ragleak.context import RunContext
 from ragleak.defenses import make_defense
 from ragleak.defenses.ca_dp import CompositionAwareDP
-from ragleak.rag.pipeline import Conversation, RAGPipeline
+from ragleak.rag.conversation import Conversation
+from ragleak.rag.pipeline import RAGPipeline
 from ragleak.records import Passage, Scored
 from ragleak.errors import ConfigError
 from ragleak.testing import ScriptedGenerator

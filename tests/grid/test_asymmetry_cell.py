@@ -29,5 +29,7 @@ def test_asymmetry_cell_records_attribution_metrics_and_reuses_the_cache(tmp_pat
     assert m["nel_strict"].n == first.counts.answered and "nel_strict[EMAIL_REAL]" in m
     # 2 RAG answers + 2 plain-LLM answers, all through the run's cache
     assert first.model_calls == 4 and first.cache_hits == 0
+    assert first.calls_by_role == {"target": {"model_calls": 2, "cache_hits": 0},
+                                   "standard": {"model_calls": 2, "cache_hits": 0}}
     again = execute_cell(spec, str(tmp_path))
     assert again.model_calls == 0 and again.cache_hits == 4 and again.metrics == first.metrics

@@ -7,7 +7,8 @@ import pytest
 
 from ragleak.defenses import Defense
 from ragleak.metrics.verbatim import leaked_passages
-from ragleak.rag.pipeline import Conversation, RAGPipeline
+from ragleak.rag.conversation import Conversation
+from ragleak.rag.pipeline import RAGPipeline
 from ragleak.records import Passage
 
 pytestmark = pytest.mark.model

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from ragleak.errors import EndpointError, TargetError
-from ragleak.rag.target import CallableTarget, HttpTarget, PipelineTarget, TargetConversation, json_path
+from ragleak.rag.conversation import Conversation
+from ragleak.rag.target import CallableTarget, HttpTarget, PipelineTarget, json_path
 from ragleak.records import Turn
 
 
@@ -28,7 +29,7 @@ def test_callable_target_receives_history_when_it_asks_for_it():
         seen.append(len(history))
         return f"turn {len(history)}"
 
-    conversation = TargetConversation(CallableTarget(chat))
+    conversation = Conversation(CallableTarget(chat))
     conversation.ask("one")
     assert conversation.ask("two").answer == "turn 1"
     assert seen == [0, 1]

@@ -1,16 +1,17 @@
 """The attacker's own LLM for agent attacks (RAG-Thief, DEAL, IKEA).
 
-It is a separate ``LlamaCppGenerator`` instance of the local model, with the attacker's own
-prompts and decoding settings, wrapped in the generation cache. It never sees the target's
-context: the only corpus text it reads is what the target already answered.
+It is the run's ``Stack`` generator of role ``attacker`` (the stack's model, in the run's one
+generation cache, counted apart from the target's calls), with the attacker's own prompts and
+decoding settings. It never sees the target's context: the only corpus text it reads is what
+the target already answered.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any
 
+from ragleak.context import RunContext
 from ragleak.rag.generator import DecodingParams, Generator
 from ragleak.rag.prompt import ChatMessage
 
@@ -19,27 +20,27 @@ log = logging.getLogger(__name__)
 _NUMBERED = re.compile(r"^\s*(?:\d+|[-*•])[.):]?\s+(.*\S)\s*$")
 
 
-def make_attacker_llm(config: Any = None) -> Generator:
-    """A fresh generator of the stack's model (default stack config when ``config`` is None)."""
-    from ragleak.config import StackConfig
-    from ragleak.rag.stack import make_generator
-
-    return make_generator(config or StackConfig())
-
-
 class LLMAttackMixin:
-    """Holds the attacker LLM: passed in, set from a stack config by the CLI, or built on first use."""
+    """An agent attack's access to its attacker LLM during one run: ``bind(ctx)`` at the start of
+    ``execute``; the generator is taken from the context's stack on first use (an attack that
+    never consults its LLM runs without a stack)."""
 
+    name: str
+    _ctx: RunContext | None = None
     _attacker: Generator | None = None
     _attacker_calls: int = 0
 
-    def use_stack(self, config: Any) -> None:
-        if self._attacker is None:
-            self._attacker = make_attacker_llm(config)
+    def bind(self, ctx: RunContext) -> None:
+        self._ctx, self._attacker, self._attacker_calls = ctx, None, 0
+
+    def _stack(self):
+        if self._ctx is None:
+            raise RuntimeError(f"attack {self.name}: bind(ctx) before using the attacker's models")
+        return self._ctx.require_stack(f"attack {self.name}")
 
     def attacker_llm(self) -> Generator:
         if self._attacker is None:
-            self._attacker = make_attacker_llm()
+            self._attacker = self._stack().generator("attacker")
         return self._attacker
 
     def ask_attacker(self, system: str, user: str, max_tokens: int, temperature: float = 0.0, seed: int = 0) -> str:

@@ -2,7 +2,7 @@
 
 An attack is a class with declared metadata (``name``, ``version``, ``threat_model``,
 ``default_budget``) and frozen pydantic ``Params``. Its constructor stores parameters only;
-``run(target, budget, seed, corpus_view)`` drives queries through a ``QuerySession`` and returns
+``run(target, ctx, budget, corpus_view, mode)`` drives queries through a ``QuerySession`` and returns
 a ``Transcript``: every query with its answer, the retrieved ids and trace when the target
 exposes them, every failed call (recorded and counted, never raised, never leakage), and the
 attack's own state (what it believes it extracted, membership scores, ...).
@@ -13,6 +13,9 @@ Two structural rules keep an attack honest:
 * it sees only the *attacker view* of the ``CorpusView`` (``documents`` its threat model grants,
   e.g. the candidates an MI attacker tests, and an optional ``topic``). Ground truth used for
   scoring (``member_ids``, ``secrets``) is applied by ``label()`` after the queries are done.
+
+The run's ``RunContext`` carries the seed and the ``Stack``: an attack with models of its own
+(an attacker LLM, an encoder) takes them from ``ctx.require_stack(...)``, never builds them.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragleak.context import RunContext
 from ragleak.errors import ConfigError, RagleakError
 from ragleak.params import build_params
-from ragleak.rag.target import Target, TargetConversation
+from ragleak.rag.conversation import Conversation
+from ragleak.rag.target import Target
 from ragleak.records import Document, Record, TargetResponse, Trace
 
 log = logging.getLogger(__name__)
@@ -156,7 +161,7 @@ class QuerySession:
         self.turns = turns
         self.records: list[QueryRecord] = []
         self._conversations = 0
-        self._rolling: SessionConversation | None = None
+        self._rolling: Conversation[QueryRecord | None] | None = None
 
     @property
     def used(self) -> int:
@@ -174,14 +179,16 @@ class QuerySession:
         """One query (single mode: a fresh session; multi: the rolling conversation's next turn);
         None when the budget is spent (nothing is sent)."""
         if self.mode == "multi":
-            if self._rolling is None or self._rolling.turns >= self.turns:
+            if self._rolling is None or self._rolling.asked >= self.turns:
                 self._rolling = self.conversation()
-            return self._rolling.ask(query, phase)
+            return self._rolling.ask(query, phase=phase)
         return self._call(query, phase, lambda: self.target.answer(query, ()), None, 0)
 
-    def conversation(self) -> "SessionConversation":
+    def conversation(self) -> "Conversation[QueryRecord | None]":
+        """A new multi-turn conversation whose turns are recorded (and budgeted) by this session;
+        ``ask(query, phase=...)``; a failed turn is recorded and leaves the history unchanged."""
         self._conversations += 1
-        return SessionConversation(self, TargetConversation(self.target), self._conversations - 1)
+        return Conversation(_SessionDoor(self, self._conversations - 1), self._conversations - 1)
 
     def _call(self, query, phase, call, conversation, turn) -> QueryRecord | None:
         if self.remaining <= 0:
@@ -203,18 +210,18 @@ class QuerySession:
         return record
 
 
-class SessionConversation:
-    """A multi-turn conversation through the session (``TargetConversation`` keeps the history;
-    a failed turn is recorded and leaves the history unchanged)."""
+class _SessionDoor:
+    """One conversation's way through the session: each turn goes to the target with the history
+    and is recorded under the conversation's number (the ``Conversation`` keeps the history)."""
 
-    def __init__(self, session: QuerySession, conversation: TargetConversation, number: int) -> None:
+    def __init__(self, session: QuerySession, number: int) -> None:
         self.session = session
-        self.inner = conversation
         self.number = number
         self.turns = 0
 
-    def ask(self, query: str, phase: str = "attack") -> QueryRecord | None:
-        record = self.session._call(query, phase, lambda: self.inner.ask(query), self.number, self.turns)
+    def answer(self, query: str, history: tuple, phase: str = "attack") -> QueryRecord | None:
+        record = self.session._call(query, phase, lambda: self.session.target.answer(query, history), self.number,
+                                    self.turns)
         if record is not None:
             self.turns += 1
         return record
@@ -248,7 +255,13 @@ class Attack(ABC):
         """The default query budget (MI scales it with the number of candidates)."""
         return self.default_budget
 
-    def run(self, target: Target, budget: int | None = None, seed: int = 0,
+    def prepare_corpus(self, documents: list[Document], seed: int) -> tuple[list[Document], CorpusView]:
+        """What a grid cell indexes and what the attack may know about it (MI holds out
+        non-members; the canary protocol plants its canaries). By default: everything is indexed
+        and the attacker is granted nothing beyond query access."""
+        return documents, CorpusView()
+
+    def run(self, target: Target, ctx: RunContext, budget: int | None = None,
             corpus_view: CorpusView | None = None, mode: SessionMode = "single") -> Transcript:
         view = corpus_view or CorpusView()
         if self.threat_model == "needs-retrieved-ids" and not getattr(target, "exposes_retrieved_ids", False):
@@ -256,12 +269,12 @@ class Attack(ABC):
         budget = self.budget_for(view) if budget is None else budget
         if budget < 0:
             raise ConfigError(f"budget must be >= 0, got {budget}")
-        session = QuerySession(target, budget, seed, mode=mode)
+        session = QuerySession(target, budget, ctx.seed, mode=mode)
         t0 = time.perf_counter()
-        result = self.execute(session, view.attacker_view())
+        result = self.execute(session, view.attacker_view(), ctx)
         transcript = Transcript(
             attack=self.name, attack_version=self.version, threat_model=self.threat_model, mode=mode,
-            params=self.params.model_dump(mode="json"), seed=seed, budget=budget,
+            params=self.params.model_dump(mode="json"), seed=ctx.seed, budget=budget,
             target=getattr(target, "name", type(target).__name__),
             exposes_retrieved_ids=session.exposes_retrieved_ids, queries=session.records,
             errors=sum(1 for r in session.records if not r.ok), extracted=result.extracted,
@@ -270,8 +283,9 @@ class Attack(ABC):
         return self.label(transcript, view)
 
     @abstractmethod
-    def execute(self, session: QuerySession, view: CorpusView) -> AttackResult:
-        """Drive queries through ``session`` (at most its budget) and report what was learnt."""
+    def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
+        """Drive queries through ``session`` (at most its budget) and report what was learnt;
+        models of the attack's own come from ``ctx.require_stack(...)``."""
 
     def label(self, transcript: Transcript, view: CorpusView) -> Transcript:
         """Attach scoring ground truth after the queries (MI member labels; canary hits)."""

@@ -38,6 +38,7 @@ from pydantic import Field
 
 from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, MembershipScore, QuerySession
 from ragleak.attacks.parsing import EMAIL, NAME, NUMBER, is_refusal, tokens
+from ragleak.context import RunContext
 from ragleak.errors import ConfigError
 from ragleak.records import Document
 
@@ -149,7 +150,7 @@ class MembershipInference(Attack):
                         len(documents), n_out, p.n_nonmembers)
         return membership_split(list(documents), p.n_members, n_out, p.kb_size, seed)
 
-    def execute(self, session: QuerySession, view: CorpusView) -> AttackResult:
+    def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         scorers = set(self.params.scorers)
         results, failed = [], []
         for doc in view.documents:

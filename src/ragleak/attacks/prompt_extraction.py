@@ -8,7 +8,7 @@ Each query is ``{information}, {command}``: the information part steers retrieva
   shuffles the order, which matters only when the budget is smaller than the pool).
 * **PM** (multi-turn; our construction, the paper does not specify it): one conversation per pool query; turn 1 is the PS query,
   the next ``turns - 1`` turns are the follow-ups of the ``followups`` pool ("Continue from where
-  you stopped.", ...). The conversation goes through ``TargetConversation``; the built-in pipeline
+  you stopped.", ...). The conversation goes through ``QuerySession.conversation``; the built-in pipeline
   re-retrieves on each turn's own question and carries the history in the chat messages.
 
 Pools are versioned package data (``attacks/pools.py``): ``shared-extraction`` (untargeted, 10
@@ -28,6 +28,7 @@ from pydantic import Field
 from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
 from ragleak.attacks.parsing import pii_items, split_chunks
 from ragleak.attacks.pools import load_pool
+from ragleak.context import RunContext
 
 
 class PromptExtractionParams(AttackParams):
@@ -74,7 +75,7 @@ class PromptExtraction(Attack):
         p = self.params
         return len(load_pool(p.pool, p.pool_version).items) * p.turns
 
-    def execute(self, session: QuerySession, view: CorpusView) -> AttackResult:
+    def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p = self.params
         pool = load_pool(p.pool, p.pool_version)
         followups = load_pool(p.followups, p.followups_version).items if p.turns > 1 else []

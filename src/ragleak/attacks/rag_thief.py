@@ -26,13 +26,14 @@ paper's "at least 1000 tokens" of continuations is capped by ``reflection_max_to
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field
 
 from ragleak.attacks.attacker import LLMAttackMixin, numbered_items
 from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
 from ragleak.attacks.parsing import split_chunks
+from ragleak.context import RunContext
 from ragleak.lcs import rouge_l
 
 INITIAL_ANCHORS = ("Hello.", "Tell me about the records.", "What happened last week?", "Summarise the notes.")
@@ -74,10 +75,6 @@ class RagThief(LLMAttackMixin, Attack):
     description: ClassVar[str] = "RAG-Thief agent: memory + reflection on extracted chunks"
     Params = RagThiefParams
 
-    def __init__(self, params: RagThiefParams | None = None, attacker: Any = None, **kwargs: Any) -> None:
-        super().__init__(params, **kwargs)
-        self._attacker = attacker
-
     def _anchors(self, chunk: str, seed: int) -> list[str]:
         p = self.params
         words = chunk.split()
@@ -105,7 +102,8 @@ class RagThief(LLMAttackMixin, Attack):
             new += 1
         return new
 
-    def execute(self, session: QuerySession, view: CorpusView) -> AttackResult:
+    def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
+        self.bind(ctx)
         p = self.params
         memory: list[str] = []
         short: deque = deque()

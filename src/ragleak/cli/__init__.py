@@ -50,10 +50,11 @@ def index_build(
 ) -> None:
     """Chunk a corpus, embed it and write a FAISS index directory (atomically)."""
     from ragleak.rag.indexing import build_index
+    from ragleak.stack import Stack
 
     cfg = _config(config)
     t0 = time.perf_counter()
-    index = build_index(source, cfg, seed=seed)
+    index = build_index(source, Stack(cfg), seed=seed)
     index.save(out)
     info = {"index": str(out), "documents": len(index.doc_ids), "passages": len(index),
             "embedder": index.embedder.name, "seconds": round(time.perf_counter() - t0, 2)}
@@ -102,10 +103,11 @@ def ask(
         _emit({"answer": response.answer}, as_json, lambda d: console.print(d["answer"]))
         return
     from ragleak.defenses import make_defense
-    from ragleak.rag.stack import load_index, make_pipeline
+    from ragleak.stack import Stack
 
     cfg = _config(config, model=model)
-    pipeline = make_pipeline(load_index(index, cfg), cfg, make_defense(defense))
+    stack = Stack(cfg)
+    pipeline = stack.pipeline(stack.load_index(index), make_defense(defense))
     result = pipeline.answer(question)
     data = {"answer": result.answer}
     if trace:
@@ -183,12 +185,12 @@ def serve(
     import uvicorn
 
     from ragleak.defenses import make_defense
-    from ragleak.rag.stack import load_index, make_pipeline
     from ragleak.rag.target import PipelineTarget
     from ragleak.serve import make_app
+    from ragleak.stack import Stack
 
-    cfg = _config(config)
-    target = PipelineTarget(make_pipeline(load_index(index, cfg), cfg, make_defense(defense)))
+    stack = Stack(_config(config))
+    target = PipelineTarget(stack.pipeline(stack.load_index(index), make_defense(defense)))
     uvicorn.run(make_app(target), host=host, port=port, log_level="warning")
 
 

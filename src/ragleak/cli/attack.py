@@ -63,6 +63,7 @@ def attack_command(
     from ragleak.attacks import ATTACKS
     from ragleak.config import load_stack_config
     from ragleak.files import atomic_write_text
+    from ragleak.stack import Stack
 
     if (index is None) == (endpoint is None):
         raise typer.BadParameter("give exactly one of --index or --endpoint")
@@ -74,6 +75,7 @@ def attack_command(
     attack = attack_cls(**_params(params))
     corpus_view = _read_view(view)
     cfg = load_stack_config(config) if config else load_stack_config()
+    stack = Stack(cfg)  # the target's parts and the attack's own models (attacker LLM, encoder) alike
     if endpoint is not None:
         from ragleak.rag.target import HttpTarget
 
@@ -81,13 +83,10 @@ def attack_command(
                             retrieved_ids_path=retrieved_ids_path)
     else:
         from ragleak.defenses import make_defense
-        from ragleak.rag.stack import load_index, make_pipeline
         from ragleak.rag.target import PipelineTarget
 
-        target = PipelineTarget(make_pipeline(load_index(index, cfg), cfg, make_defense(defense)))
-    if hasattr(attack, "use_stack"):
-        attack.use_stack(cfg)  # attacks with an attacker LLM build it from the same stack config
-    transcript = attack.run(target, budget=budget, seed=seed, corpus_view=corpus_view, mode=mode)  # type: ignore[arg-type]
+        target = PipelineTarget(stack.pipeline(stack.load_index(index), make_defense(defense)))
+    transcript = attack.run(target, stack.context(seed), budget=budget, corpus_view=corpus_view, mode=mode)  # type: ignore[arg-type]
     atomic_write_text(out, transcript.to_json())
     summary = {"attack": transcript.attack, "out": str(out), "queries": len(transcript.queries),
                "errors": transcript.errors, "extracted": len(transcript.extracted),

@@ -8,15 +8,16 @@ from pathlib import Path
 from ragleak.config import StackConfig
 from ragleak.metrics.verbatim import leaked_passages
 from ragleak.rag.indexing import build_index
-from ragleak.rag.stack import make_pipeline
+from ragleak.stack import Stack
 
 DEMO_CORPUS = "synthetic-corp"
 
 
 def run_demo(out: Path, config: StackConfig) -> dict:
-    index = build_index(DEMO_CORPUS, config)
+    stack = Stack(config)
+    index = build_index(DEMO_CORPUS, stack)
     index.save(Path(out) / "index")
-    pipeline = make_pipeline(index, config)
+    pipeline = stack.pipeline(index)
     by_id = {p.id: p for p in index.passages}
     first = index.passages[0]
     person = str(first.metadata.get("person") or first.doc_id).split(";")[0].strip()

@@ -12,11 +12,16 @@ rewrite_context    (query, passages: list[Passage]) -> list[Passage]     the tex
 generate           (messages, passages, generator) -> str                token generation itself
 postprocess        (query, answer, passages) -> str                      the released text
 =================  ====================================================  ============================
+
+Two more methods are not hooks (the audit does not inventory them) and are no-ops by default:
+``begin_query(index, history)`` runs before each query's retrieval (the index served and the
+turn's history, empty for a new conversation: per-conversation budgets and per-corpus state
+live there), and ``state()`` reports what the defense did in a run, for the grid's cell record.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,7 +30,10 @@ from ragleak.context import RunContext
 from ragleak.params import build_params
 from ragleak.rag.generator import Generator
 from ragleak.rag.prompt import ChatMessage
-from ragleak.records import HookName, Passage, Scored
+from ragleak.records import HookName, Passage, Scored, Turn
+
+if TYPE_CHECKING:
+    from ragleak.rag.index import PassageIndex
 
 
 class DefenseParams(BaseModel):
@@ -51,6 +59,13 @@ class Defense:
     def prepare(self, ctx: RunContext) -> None:
         """Called once by the pipeline before the first query, with the run's context."""
         self.ctx = ctx
+
+    def begin_query(self, index: "PassageIndex", history: Sequence[Turn]) -> None:
+        """Before each query's retrieval (not traced); the base defense keeps no per-query state."""
+
+    def state(self) -> dict[str, Any]:
+        """What this defense did in the run, for the cell record; the base defense did nothing."""
+        return {}
 
     def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
         return candidates

@@ -57,6 +57,8 @@ class CellRecord(BaseModel):
     defense_state: dict[str, Any] = Field(default_factory=dict, description="what the defense did (private-rag: U(t) log)")
     model_calls: int = 0
     cache_hits: int = 0
+    calls_by_role: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="role (target, attacker, standard) -> {model_calls, cache_hits}")
     timings: dict[str, float] = Field(default_factory=dict)
     engine: dict[str, str] = Field(default_factory=dict)
     error: str | None = None

@@ -8,6 +8,10 @@ __all__ = ["Conversation", "RAGPipeline", "Response"]
 
 
 def __getattr__(name: str):
+    if name == "Conversation":
+        from ragleak.rag.conversation import Conversation
+
+        return Conversation
     if name in __all__:
         from ragleak.rag import pipeline
 

@@ -11,7 +11,7 @@ could not tell a generation defense that acts from one that only claims to.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ragleak.context import RunContext
 from ragleak.defenses.base import Defense
@@ -64,9 +64,8 @@ class RAGPipeline:
             self.defense.prepare(self.ctx)
             self._prepared = True
         defense, timings, hooks = self.defense, {}, []
-        begin = getattr(defense, "begin_query", None)
-        if begin is not None:  # optional, not traced: the index served and this turn's history (empty = new conversation)
-            begin(self.index, tuple(history))
+        # not traced: the index served and this turn's history (empty = new conversation)
+        defense.begin_query(self.index, tuple(history))
 
         t = time.perf_counter()
         candidates = self.index.search(query, self.candidate_k)
@@ -124,20 +123,3 @@ class RAGPipeline:
             timings=timings,
         )
         return Response(answer=answer, trace=trace)
-
-
-@dataclass
-class Conversation:
-    """Multi-turn mode: each question is answered with the earlier turns in the prompt.
-
-    Retrieval uses the current question only; the history travels in the chat messages, as in a
-    chat front-end over a RAG backend.
-    """
-
-    pipeline: RAGPipeline
-    history: list[Turn] = field(default_factory=list)
-
-    def ask(self, query: str) -> Response:
-        response = self.pipeline.answer(query, tuple(self.history))
-        self.history.append(Turn(query=query, answer=response.answer))
-        return response

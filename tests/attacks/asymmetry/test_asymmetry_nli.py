@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, strategies as st
 
-from ragleak.attacks.asymmetry.nli import LABELS, NLIResult, banded_probs, load_validation_set, validate
+from ragleak.nlp.nli import LABELS, NLIResult, banded_probs, load_validation_set, validate
 from ragleak.attacks.asymmetry.scoring import corrected_score, score_answers
 
 CENTRES = (0.05, 0.6, 1.0)

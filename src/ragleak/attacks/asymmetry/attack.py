@@ -26,12 +26,14 @@ from pydantic import Field
 
 from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier
 from ragleak.attacks.asymmetry.labels import attribution_label, context_passages
-from ragleak.attacks.asymmetry.nli import LLMJudgeNLI, NLIModel, PackagedOnnxNLI
 from ragleak.attacks.asymmetry.probe import Observation, observe
 from ragleak.attacks.asymmetry.query import Q2_DEFAULT, StandardLLM, make_q1, make_query
 from ragleak.attacks.asymmetry.refine import initial_q1s, run_refinement
 from ragleak.attacks.asymmetry.scoring import SentenceScore
 from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession, Transcript
+from ragleak.context import RunContext
+from ragleak.nlp.nli import NLIModel
+from ragleak.rag.embedder import Embedder
 from ragleak.rag.generator import DecodingParams
 from ragleak.rag.models import DEFAULT_MODEL
 
@@ -61,43 +63,13 @@ class KnowledgeAsymmetryAttack(Attack):
     description: ClassVar[str] = "Knowledge asymmetry (Chen et al., ICLR 2026): RAG vs plain-LLM sentence attribution"
     Params: ClassVar[type[AttackParams]] = AsymmetryParams
 
-    def __init__(self, params: AttackParams | None = None, **kwargs) -> None:
-        super().__init__(params, **kwargs)
-        self._standard_llm: StandardLLM | None = None
-        self._embedder = None
-        self._nli: NLIModel | None = None
-        self._nli_set = False
-
-    def use(self, standard_llm: StandardLLM | None = None, embedder=None, nli: NLIModel | None = None,
-            nli_off: bool = False) -> "KnowledgeAsymmetryAttack":
-        """Inject already-loaded components (a session's generator, embedder, NLI model)."""
-        if standard_llm is not None:
-            self._standard_llm = standard_llm
-        if embedder is not None:
-            self._embedder = embedder
-        if nli is not None or nli_off:
-            self._nli, self._nli_set = nli, True
-        return self
-
-    # -- components, built on first use -------------------------------------------------------
-    def _components(self):
+    def _parts(self, ctx: RunContext) -> tuple[StandardLLM, Embedder, NLIModel | None]:
+        """The plain LLM, the encoder and the NLI model, all from the run's stack."""
         p: AsymmetryParams = self.params  # type: ignore[assignment]
-        if self._standard_llm is None:
-            from ragleak.rag.cache import CachedGenerator, GenerationCache
-            from ragleak.rag.generator import LlamaCppGenerator
-            from ragleak.rag.stack import default_cache_path
-
-            generator = CachedGenerator(LlamaCppGenerator(p.standard_model), GenerationCache(default_cache_path()))
-            self._standard_llm = StandardLLM(generator, params=DecodingParams(max_tokens=p.standard_max_tokens))
-        if self._embedder is None:
-            from ragleak.rag.embedder import make_embedder
-
-            self._embedder = make_embedder()
-        if not self._nli_set:
-            self._nli = {"onnx": PackagedOnnxNLI, "llm": lambda: LLMJudgeNLI(self._standard_llm.generator),
-                         "none": lambda: None}[p.nli]()
-            self._nli_set = True
-        return self._standard_llm, self._embedder, self._nli
+        stack = ctx.require_stack(f"attack {self.name}")
+        llm = StandardLLM(stack.generator("standard", model=p.standard_model),
+                          params=DecodingParams(max_tokens=p.standard_max_tokens))
+        return llm, stack.embedder(), None if p.nli == "none" else stack.nli(p.nli, model=p.standard_model)
 
     def _probability(self, classifier: AsymmetryClassifier | None, sentences: list[SentenceScore]) -> np.ndarray:
         if classifier is not None:
@@ -107,9 +79,9 @@ class KnowledgeAsymmetryAttack(Attack):
     def _threshold(self, classifier: AsymmetryClassifier | None) -> float:
         return 0.5 if classifier is not None else (1.0 - self.params.score_threshold) / 2.0
 
-    def execute(self, session: QuerySession, view: CorpusView) -> AttackResult:
+    def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p: AsymmetryParams = self.params  # type: ignore[assignment]
-        llm, embedder, nli = self._components()
+        llm, embedder, nli = self._parts(ctx)
         classifier = AsymmetryClassifier.load(p.classifier_path) if p.classifier_path else None
         threshold = self._threshold(classifier)
         keywords = list(p.keywords) or ([view.topic] if view.topic else [])

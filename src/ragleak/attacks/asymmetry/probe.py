@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ragleak.attacks.asymmetry.labels import attribution_label, context_passages
-from ragleak.attacks.asymmetry.nli import NLIModel
+from ragleak.nlp.nli import NLIModel
 from ragleak.attacks.asymmetry.query import StandardLLM
 from ragleak.attacks.asymmetry.scoring import SentenceScore, score_answers
 from ragleak.rag.embedder import Embedder

@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ragleak.attacks.asymmetry.nli import NLIModel, NLIResult
+from ragleak.nlp.nli import NLIModel, NLIResult
 from ragleak.rag.embedder import Embedder
 
 _HAS_WORD = re.compile(r"[A-Za-z0-9]")

