@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("config",)),
     ("accounting", ("accounting",)),
     ("defenses", ("defenses",)),
-    ("pipeline", ("rag.pipeline", "rag.target", "rag.indexing")),
+    ("pipeline", ("rag.pipeline", "rag.target")),
     ("stack", ("stack", "testing")),
     ("attacks", ("attacks",)),
     ("metrics", ("metrics",)),
@@ -39,16 +39,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("report",)),
     ("entry points", ("cli", "serve")),
 ]
-
-# Imports other helpers' branches remove; the lead empties this set after merging them.
-# Each entry is (importing module, imported module).
-KNOWN_PENDING: set[tuple[str, str]] = {
-    # rag/stack.py is replaced by ragleak.stack (helper A); it assembles defenses, config and context.
-    ("ragleak.rag.stack", "ragleak.config"),
-    ("ragleak.rag.stack", "ragleak.defenses"),
-    ("ragleak.rag.stack", "ragleak.rag.pipeline"),
-}
-
 
 @dataclass(frozen=True)
 class Import:
@@ -187,8 +177,8 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 PUBLIC_FACADES: set[tuple[str, str]] = {("ragleak.rag", "ragleak.rag.pipeline")}
 
 
-def _pending(imp: Import) -> bool:
-    return (imp.source, imp.target) in KNOWN_PENDING | PUBLIC_FACADES
+def _allowed(imp: Import) -> bool:
+    return (imp.source, imp.target) in PUBLIC_FACADES
 
 
 def test_every_module_has_a_layer():
@@ -208,7 +198,7 @@ def test_no_module_imports_a_higher_layer():
         f"{i.source} (layer {LAYERS[layer(i.source)][0]}) imports {i.target} "
         f"(layer {LAYERS[layer(i.target)][0]}) at line {i.line}"
         for i in imports()
-        if i.source != "ragleak" and i.target != "ragleak" and not _pending(i) and layer(i.target) > layer(i.source)
+        if i.source != "ragleak" and i.target != "ragleak" and not _allowed(i) and layer(i.target) > layer(i.source)
     ]
     assert not upward, "\n".join(upward)
 
@@ -218,7 +208,7 @@ def test_no_import_cycle_between_modules():
     import time still leaves two files that need each other."""
     edges: dict[str, set[str]] = {}
     for i in imports():
-        if _pending(i):
+        if _allowed(i):
             continue
         # importing a.b.c runs the __init__ of a.b too, unless the importer is already inside it
         chain = i.target.split(".")
@@ -234,19 +224,13 @@ def test_no_import_cycle_between_units():
     counting function-local imports too: a lazy import does not make a circle go away."""
     edges: dict[str, set[str]] = {}
     for i in imports():
-        if i.source == "ragleak" or i.target == "ragleak" or _pending(i):
+        if i.source == "ragleak" or i.target == "ragleak" or _allowed(i):
             continue
         a, b = unit(i.source), unit(i.target)
         if a != b:
             edges.setdefault(a, set()).add(b)
     assert not _cycles(edges), _cycles(edges)
 
-
-def test_known_pending_entries_are_still_real():
-    """An entry whose import is gone must leave the set, so it cannot hide a new one."""
-    present = {(i.source, i.target) for i in imports()}
-    stale = sorted(KNOWN_PENDING - present)
-    assert not stale, f"remove from KNOWN_PENDING: {stale}"
 
 
 def test_the_doc_draws_the_same_layers():

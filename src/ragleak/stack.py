@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from ragleak.config import StackConfig
 from ragleak.context import RunContext
+from ragleak.corpora import load_corpus
 from ragleak.corpora.chunking import chunk_documents
 from ragleak.errors import ConfigError, CorpusError
 from ragleak.rag.cache import CachedGenerator, GenerationCache
@@ -91,6 +92,17 @@ class Stack:
             return PassageIndex.build(passages, self.embedder(), meta)
 
         return _memo(key, build)
+
+    def index_corpus(self, source: str, seed: int | None = None) -> PassageIndex:
+        """Load the corpus ``source`` (a registered name or a folder of the user's files; ``seed``
+        applies to a synthetic corpus, not to files) and index it; the index metadata records the
+        source and seed."""
+        params = {} if seed is None or Path(source).exists() else {"seed": seed}
+        documents = load_corpus(source, **params)
+        metadata: dict = {"source": str(source)}
+        if seed is not None:
+            metadata["seed"] = seed
+        return self.index(documents, metadata)
 
     def load_index(self, directory: Path) -> PassageIndex:
         return PassageIndex.load(Path(directory), self.embedder())

