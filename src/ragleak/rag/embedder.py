@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -20,7 +19,7 @@ import numpy as np
 
 from ragleak.errors import EmbedderNotInstalledError
 from ragleak.files import verified_package_file
-from ragleak.rag.onnx import load_tokenizer, onnx_session
+from ragleak.rag.onnx import PackagedOnnxModel
 
 log = logging.getLogger(__name__)
 
@@ -42,27 +41,16 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-class MiniLMOnnxEmbedder:
+class MiniLMOnnxEmbedder(PackagedOnnxModel):
     """all-MiniLM-L6-v2 (int8 ONNX). ``encode`` returns float32 rows of unit L2 norm."""
 
     name = "all-MiniLM-L6-v2"
     dim = 384
     max_tokens = 256  # the model's max_seq_length in sentence-transformers
 
-    def __init__(self, n_threads: int = 1, batch_size: int = 32) -> None:
-        self.n_threads = n_threads
-        self.batch_size = batch_size
-        self._session = None
-        self._tokenizer = None
-        self._lock = threading.Lock()
-
-    def prepare(self) -> None:
-        if self._session is not None:
-            return
-        onnx_path = _locate(*ONNX_PACKAGE, "model.onnx", ONNX_SHA256)
-        tok_path = _locate(*TOKENIZER_PACKAGE, "model/tokenizer.json", TOKENIZER_SHA256)
-        self._tokenizer = load_tokenizer(tok_path, self.max_tokens)
-        self._session = onnx_session(onnx_path, self.n_threads)
+    def model_files(self) -> tuple[Path, Path]:
+        return (_locate(*ONNX_PACKAGE, "model.onnx", ONNX_SHA256),
+                _locate(*TOKENIZER_PACKAGE, "model/tokenizer.json", TOKENIZER_SHA256))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         self.prepare()

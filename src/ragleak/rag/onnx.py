@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 
@@ -29,3 +30,31 @@ def load_tokenizer(path: Path, max_tokens: int, pad_to: int | None = None):
     else:
         tokenizer.enable_padding(length=pad_to, pad_id=0, pad_token="[PAD]")
     return tokenizer
+
+
+class PackagedOnnxModel:
+    """Base of a packaged ONNX encoder. The constructor stores settings only; ``prepare`` checks
+    and loads the files ``model_files`` names (once, on first use), and ``_lock`` serialises runs
+    of the one session."""
+
+    max_tokens: int
+    pad_to_max_tokens: bool = False  # a graph with a fixed input length
+
+    def __init__(self, n_threads: int = 1, batch_size: int = 32) -> None:
+        self.n_threads = n_threads
+        self.batch_size = batch_size
+        self._session = None
+        self._tokenizer = None
+        self._lock = threading.Lock()
+
+    def model_files(self) -> tuple[Path, Path]:
+        """The SHA-256-checked ONNX graph and tokenizer.json of the installed package."""
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        if self._session is not None:
+            return
+        onnx_path, tokenizer_path = self.model_files()
+        self._tokenizer = load_tokenizer(tokenizer_path, self.max_tokens,
+                                         pad_to=self.max_tokens if self.pad_to_max_tokens else None)
+        self._session = onnx_session(onnx_path, self.n_threads)  # set last: it marks the model as loaded
