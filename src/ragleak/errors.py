@@ -38,3 +38,11 @@ class EndpointError(RagleakError):
 
 class TargetError(RagleakError):
     """A user-supplied target (callable) failed or returned an unusable value."""
+
+
+class CacheCorruptError(RagleakError):
+    """A generation cache file cannot be read (truncated, overwritten, or of an unknown schema)."""
+
+
+class RunLockedError(RagleakError):
+    """Another process holds the run directory's lock."""

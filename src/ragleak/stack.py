@@ -165,6 +165,11 @@ class Stack:
     def cache_hits(self) -> int:
         return sum(g.hits for g in self._generators.values())
 
+    @property
+    def cache_repairs(self) -> int:
+        """Corrupt cache entries found, discarded and regenerated (each is also a model call)."""
+        return sum(g.repairs for g in self._generators.values())
+
 
 def forget_loaded() -> None:
     """Drop this process's loaded parts (tests that need a cold start)."""

@@ -4,21 +4,34 @@ Key = SHA-256 of (model file hash, decoding parameters, exact rendered prompt). 
 deterministic, so a repeated key always maps to the same text and serving it from the cache is
 exact, not an approximation. Storage is SQLite in WAL mode: readers never block the writer, and
 concurrent writers wait on SQLite's lock (busy timeout) instead of failing.
+
+SQLite does not checksum its pages, so a flipped byte in a stored answer would be served as if
+the model had said it. Each entry therefore carries a SHA-256 of its key and value; an entry that
+fails it is deleted, regenerated and counted (``repairs``), never served. A file SQLite cannot
+read at all raises ``CacheCorruptError`` naming the fix (``--rebuild-cache``, ``rebuild_cache``).
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
+from pydantic import ValidationError
 
+from ragleak.errors import CacheCorruptError
 from ragleak.rag.generator import DecodingParams, Generation, Generator
 from ragleak.rag.prompt import ChatMessage
 from ragleak.records import canonical_json, digest
+
+log = logging.getLogger(__name__)
+
+# SQLite's user_version. 1 (implicit 0): no checksums. 2: every entry has a checksum.
+CACHE_SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (
@@ -27,13 +40,42 @@ CREATE TABLE IF NOT EXISTS generations (
     params TEXT NOT NULL,
     prompt TEXT NOT NULL,
     generation TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    checksum TEXT NOT NULL
 )
 """
+
+REBUILD_HINT = "rerun with --rebuild-cache to move it aside and start a fresh cache"
 
 
 def cache_key(model_id: str, params: DecodingParams, prompt: str) -> str:
     return digest({"model": model_id, "params": params.model_dump(mode="json"), "prompt": prompt})
+
+
+def entry_checksum(key: str, model_id: str, params: str, prompt: str, generation: str) -> str:
+    """SHA-256 over an entry's key and value, as stored (the columns' text)."""
+    return digest([key, model_id, params, prompt, generation])
+
+
+def rebuild_cache(path: Path) -> Path | None:
+    """Move the cache file at ``path`` (and its WAL/SHM side files) aside so the next open starts
+    a fresh cache; returns where the old file went (None when there was none)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    aside = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.replace(aside.with_name(aside.name + suffix))
+    path.replace(aside)
+    log.warning("moved the generation cache %s aside to %s; starting a fresh cache", path, aside)
+    return aside
+
+
+class CacheRead(NamedTuple):
+    generation: Generation | None
+    repaired: bool  # an entry was found corrupt and discarded
 
 
 class GenerationCache:
@@ -41,23 +83,57 @@ class GenerationCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self.repairs = 0
         self._initialise()
 
+    def _unreadable(self, exc: sqlite3.DatabaseError) -> CacheCorruptError:
+        return CacheCorruptError(f"generation cache {self.path} is unreadable ({exc}); {REBUILD_HINT}")
+
     def _initialise(self, attempts: int = 50) -> None:
-        """Switch the file to WAL (persistent) and create the table. Several processes may open a
-        new cache at the same instant; switching the journal mode does not wait on SQLite's busy
-        handler, so a "database is locked" here is retried with backoff."""
+        """Switch the file to WAL (persistent) and create or upgrade the table. Several processes
+        may open a new cache at the same instant; switching the journal mode does not wait on
+        SQLite's busy handler, so a "database is locked" here is retried with backoff."""
         for attempt in range(attempts):
             try:
                 conn = self._connect()
                 if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                     conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(_SCHEMA)
+                self._migrate(conn)
                 return
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or attempt == attempts - 1:
-                    raise
-                time.sleep(min(0.05 * 2 ** attempt, 1.0))
+                if "locked" in str(exc) and attempt < attempts - 1:
+                    time.sleep(min(0.05 * 2 ** attempt, 1.0))
+                    continue
+                raise self._unreadable(exc) from exc
+            except sqlite3.DatabaseError as exc:
+                raise self._unreadable(exc) from exc
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == CACHE_SCHEMA_VERSION:
+            return
+        if version > CACHE_SCHEMA_VERSION:
+            raise CacheCorruptError(f"generation cache {self.path} has schema {version}, newer than this ragleak's "
+                                    f"{CACHE_SCHEMA_VERSION}; upgrade ragleak or {REBUILD_HINT}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # another process may have won
+                has_table = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='generations'").fetchone()
+                if has_table:
+                    # entries written without a checksum cannot be vouched for: drop them (they
+                    # regenerate, identically, on their next use)
+                    n = conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+                    conn.execute("DROP TABLE generations")
+                    log.warning("upgraded the generation cache %s to checksummed entries; dropped %d entries "
+                                "written without checksums", self.path, n)
+                conn.execute(_SCHEMA)
+                conn.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def _connect(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -68,28 +144,65 @@ class GenerationCache:
             self._local.conn = conn
         return conn
 
+    def close(self) -> None:
+        """Close this thread's connection (the last one to close folds the WAL into the file)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _execute(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        try:
+            return self._connect().execute(sql, args)
+        except sqlite3.OperationalError:
+            raise  # locked past the busy timeout, disk full: not the file's fault
+        except sqlite3.DatabaseError as exc:
+            raise self._unreadable(exc) from exc
+
+    def read(self, key: str) -> CacheRead:
+        """The entry under ``key``; one whose checksum fails, or whose value does not parse, is
+        deleted and reported as ``repaired`` (the caller regenerates it)."""
+        row = self._execute("SELECT model_id, params, prompt, generation, checksum FROM generations WHERE key = ?",
+                            (key,)).fetchone()
+        if row is None:
+            return CacheRead(None, False)
+        model_id, params, prompt, text, checksum = row
+        if checksum == entry_checksum(key, model_id, params, prompt, text):
+            try:
+                return CacheRead(Generation.model_validate_json(text), False)
+            except ValidationError:
+                pass  # checksummed but unparsable: written by a different Generation schema
+        # delete only the bad row: a concurrent process may already have written the good one
+        self._execute("DELETE FROM generations WHERE key = ? AND checksum = ?", (key, checksum))
+        self.repairs += 1
+        log.warning("generation cache %s: entry %s failed its checksum; discarded and regenerated", self.path, key[:12])
+        return CacheRead(None, True)
+
     def get(self, key: str) -> Generation | None:
-        row = self._connect().execute("SELECT generation FROM generations WHERE key = ?", (key,)).fetchone()
-        return Generation.model_validate_json(row[0]) if row else None
+        return self.read(key).generation
 
     def put(self, key: str, model_id: str, params: DecodingParams, prompt: str, generation: Generation) -> None:
+        params_text, text = canonical_json(params), generation.model_dump_json()
         # INSERT OR IGNORE: two processes racing on one key wrote the same greedy text anyway
-        self._connect().execute(
-            "INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?)",
-            (key, model_id, canonical_json(params), prompt, generation.model_dump_json(), time.time()),
+        self._execute(
+            "INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (key, model_id, params_text, prompt, text, time.time(),
+             entry_checksum(key, model_id, params_text, prompt, text)),
         )
 
     def __len__(self) -> int:
-        return self._connect().execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+        return self._execute("SELECT COUNT(*) FROM generations").fetchone()[0]
 
     def stats(self) -> dict[str, int]:
-        return {"entries": len(self), "bytes": self.path.stat().st_size if self.path.exists() else 0}
+        return {"entries": len(self), "bytes": self.path.stat().st_size if self.path.exists() else 0,
+                "repairs": self.repairs}
 
 
 class CachedGenerator:
     """Wraps a generator; a repeated (model, params, prompt) is served without running the model.
 
-    With ``cache`` None every call runs the model (and is counted as a miss)."""
+    With ``cache`` None every call runs the model (and is counted as a miss). ``repairs`` counts
+    corrupt cache entries this wrapper found, discarded and regenerated."""
 
     def __init__(self, inner: Generator, cache: GenerationCache | None) -> None:
         self.inner = inner
@@ -97,6 +210,7 @@ class CachedGenerator:
         self.model_id = inner.model_id
         self.hits = 0
         self.misses = 0
+        self.repairs = 0
 
     @property
     def params(self) -> DecodingParams:
@@ -112,7 +226,8 @@ class CachedGenerator:
             return self.inner.generate(messages, p)
         prompt = self.render(messages)
         key = cache_key(self.model_id, p, prompt)
-        hit = self.cache.get(key)
+        hit, repaired = self.cache.read(key)
+        self.repairs += repaired
         if hit is not None:
             self.hits += 1
             return hit.model_copy(update={"cached": True})
