@@ -23,7 +23,7 @@ from ragleak.context import RunContext
 from ragleak.corpora import load_corpus
 from ragleak.corpora.chunking import chunk_documents
 from ragleak.errors import ConfigError, CorpusError
-from ragleak.rag.cache import CachedGenerator, GenerationCache
+from ragleak.rag.cache import CachedGenerator, GenerationCache, move_cache_aside
 from ragleak.rag.embedder import Embedder, make_embedder
 from ragleak.files import ragleak_home
 from ragleak.rag.generator import LlamaCppGenerator
@@ -72,6 +72,13 @@ class Stack:
         if self._cache is None and self.cache_path is not None:
             self._cache = GenerationCache(self.cache_path)
         return self._cache
+
+    def rebuild_cache(self) -> None:
+        """Move the cache file aside (before first use) so this run starts a fresh cache."""
+        if self._cache is not None:
+            raise ConfigError("rebuild the generation cache before the stack first uses it")
+        if self.cache_path is not None:
+            move_cache_aside(self.cache_path)
 
     # -- parts ----------------------------------------------------------------------------------
     def embedder(self) -> Embedder:

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from ragleak.errors import CacheCorruptError
-from ragleak.rag.cache import CACHE_SCHEMA_VERSION, CachedGenerator, GenerationCache, rebuild_cache
+from ragleak.rag.cache import CACHE_SCHEMA_VERSION, CachedGenerator, GenerationCache, move_cache_aside
 from ragleak.rag.prompt import ChatMessage
 from ragleak.testing import ScriptedGenerator
 
@@ -65,7 +65,7 @@ def test_a_truncated_cache_is_one_error_naming_the_fix_and_rebuild_starts_fresh(
     message = str(err.value)
     assert "\n" not in message and str(path) in message and "--rebuild-cache" in message
 
-    aside = rebuild_cache(path)
+    aside = move_cache_aside(path)
     assert aside is not None and aside.exists() and not path.exists()
     gen = _gen(path)
     assert _ask(gen, "q").text == "answer to q" and len(gen.cache) == 1

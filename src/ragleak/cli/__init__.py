@@ -25,6 +25,7 @@ err_console = Console(stderr=True)
 
 ConfigOpt = typer.Option(None, "--config", help="YAML stack config (top level or a `stack:` section)")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
+RebuildCacheOpt = typer.Option(False, "--rebuild-cache", help="move the generation cache aside and start a fresh one")
 
 
 def _config(config: Optional[Path], **overrides):
@@ -91,6 +92,7 @@ def ask(
     trace: bool = typer.Option(False, "--trace", help="show the hook trace"),
     config: Optional[Path] = ConfigOpt,
     as_json: bool = JsonOpt,
+    rebuild_cache: bool = RebuildCacheOpt,
 ) -> None:
     """Ask the RAG pipeline (or an HTTP endpoint) one question."""
     if (index is None) == (endpoint is None):
@@ -106,6 +108,8 @@ def ask(
 
     cfg = _config(config, model=model)
     stack = Stack(cfg)
+    if rebuild_cache:
+        stack.rebuild_cache()
     pipeline = stack.pipeline(stack.load_index(index), make_defense(defense))
     result = pipeline.answer(question)
     data = {"answer": result.answer}
@@ -179,6 +183,7 @@ def serve(
     host: str = typer.Option("127.0.0.1"),
     port: int = typer.Option(8765),
     config: Optional[Path] = ConfigOpt,
+    rebuild_cache: bool = RebuildCacheOpt,
 ) -> None:
     """Serve the pipeline as a JSON endpoint: POST /ask {"query": ...} -> {"answer", "retrieved_ids"}."""
     import uvicorn
@@ -189,6 +194,8 @@ def serve(
     from ragleak.stack import Stack
 
     stack = Stack(_config(config))
+    if rebuild_cache:
+        stack.rebuild_cache()
     target = PipelineTarget(stack.pipeline(stack.load_index(index), make_defense(defense)))
     uvicorn.run(make_app(target), host=host, port=port, log_level="warning")
 
@@ -200,23 +207,24 @@ def demo(
     workers: Optional[int] = typer.Option(None, "--workers", help="parallel workers (default: cores)"),
     config: Optional[Path] = ConfigOpt,
     as_json: bool = JsonOpt,
+    rebuild_cache: bool = RebuildCacheOpt,
 ) -> None:
     """The main job on the default stack: the demo grid, then its report (audit dashboard first)."""
     if tour:
-        _tour(out, config, as_json)
+        _tour(out, config, as_json, rebuild_cache)
         return
     from ragleak.cli.grid import grid_command
     from ragleak.cli.report import report_command
 
     grid_command(preset="demo", config=None, out=out, dry_run=False, executor="local", workers=workers,
-                 address=None, retry_errors=False, as_json=False)
+                 address=None, retry_errors=False, as_json=False, rebuild_cache=rebuild_cache)
     report_command(run_dir=out, as_json=as_json)
 
 
-def _tour(out: Path, config: Optional[Path], as_json: bool) -> None:
+def _tour(out: Path, config: Optional[Path], as_json: bool, rebuild_cache: bool) -> None:
     from ragleak.cli.tour import run_demo
 
-    result = run_demo(out, _config(config))
+    result = run_demo(out, _config(config), rebuild_cache=rebuild_cache)
 
     def render(r):
         console.rule("ragleak tour: the default stack")

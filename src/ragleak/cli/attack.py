@@ -58,6 +58,7 @@ def attack_command(
     out: Path = typer.Option(..., "--out", help="transcript JSON to write"),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML stack config"),
     as_json: bool = typer.Option(False, "--json", help="print a machine-readable summary"),
+    rebuild_cache: bool = typer.Option(False, "--rebuild-cache", help="move the generation cache aside and start a fresh one"),
 ) -> None:
     """Run one attack and write its transcript (every query, answer, trace, error and the attack's state)."""
     from ragleak.attacks import ATTACKS
@@ -76,6 +77,8 @@ def attack_command(
     corpus_view = _read_view(view)
     cfg = load_stack_config(config) if config else load_stack_config()
     stack = Stack(cfg)  # the target's parts and the attack's own models (attacker LLM, encoder) alike
+    if rebuild_cache:
+        stack.rebuild_cache()
     if endpoint is not None:
         from ragleak.rag.target import HttpTarget
 

@@ -25,6 +25,8 @@ def grid_command(
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (executor ray)"),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="rerun cells whose record is an ERROR"),
     as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON"),
+    rebuild_cache: bool = typer.Option(False, "--rebuild-cache",
+                                       help="move the run's generation cache aside and start a fresh one"),
 ) -> None:
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.grid.runner import plan_summary, run_grid
@@ -53,7 +55,7 @@ def grid_command(
                       f"cache hit rate {p.cache_hit_rate:.0%}  ETA {eta}", highlight=False)
 
     state = run_grid(grid, out, executor=executor, workers=workers, retry_errors=retry_errors,
-                     address=address, progress=None if as_json else show)
+                     address=address, progress=None if as_json else show, rebuild_cache=rebuild_cache)
     result = {"out": str(out), "cells": state.total, "ran": state.ran, "errors": state.errors,
               "model_calls": state.model_calls, "cache_hits": state.cache_hits}
     if as_json:

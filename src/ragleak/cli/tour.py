@@ -12,8 +12,10 @@ from ragleak.stack import Stack
 DEMO_CORPUS = "synthetic-corp"
 
 
-def run_demo(out: Path, config: StackConfig) -> dict:
+def run_demo(out: Path, config: StackConfig, rebuild_cache: bool = False) -> dict:
     stack = Stack(config)
+    if rebuild_cache:
+        stack.rebuild_cache()
     index = stack.index_corpus(DEMO_CORPUS)
     index.save(Path(out) / "index")
     pipeline = stack.pipeline(index)

@@ -80,6 +80,7 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
             guarantee=defense.guarantee().model_dump(mode="json"),
             defense_state=defense.state(),
             model_calls=stack.model_calls, cache_hits=stack.cache_hits, calls_by_role=stack.calls(),
+            cache_repairs=stack.cache_repairs,
             timings={"setup_s": round(t_setup, 3), "total_s": round(time.perf_counter() - t0, 3),
                      "generation_s": round(sum(q.trace.timings.get("generate", 0.0) for q in transcript.queries
                                                 if q.trace is not None), 3)},
@@ -90,6 +91,7 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
             cell_id=spec.cell_id, spec=spec, status="error", error=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(), model_calls=stack.model_calls, cache_hits=stack.cache_hits,
             calls_by_role=stack.calls(), timings={"total_s": round(time.perf_counter() - t0, 3)}, engine=_engine(),
+            cache_repairs=stack.cache_repairs,
         )
     store.write(record)
     return record

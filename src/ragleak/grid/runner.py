@@ -19,9 +19,10 @@ from typing import Callable, Literal
 
 from ragleak.errors import ConfigError
 from ragleak.grid.cell import execute_cell
+from ragleak.grid.lock import RunLock
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.store import CellRecord, RunStore
-from ragleak.rag.cache import GenerationCache
+from ragleak.rag.cache import GenerationCache, move_cache_aside
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class Progress:
     errors: int = 0
     model_calls: int = 0
     cache_hits: int = 0
+    cache_repairs: int = 0
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -57,6 +59,7 @@ class Progress:
         self.errors += record.status == "error"
         self.model_calls += record.model_calls
         self.cache_hits += record.cache_hits
+        self.cache_repairs += record.cache_repairs
 
 
 def _init_worker() -> None:
@@ -72,19 +75,34 @@ def run_grid(
     retry_errors: bool = False,
     address: str | None = None,
     progress: ProgressFn | None = None,
+    rebuild_cache: bool = False,
 ) -> Progress:
+    """Run the pending cells of ``config`` into ``out`` (one grid per folder at a time: a second
+    raises ``RunLockedError``). ``rebuild_cache`` moves the run's generation cache aside
+    first (the fix for an unreadable one)."""
     if executor not in ("local", "ray"):
         raise ConfigError(f"unknown executor {executor!r}; use local or ray")
     cells = config.expand()
+    with RunLock(out):
+        return _run(config, cells, Path(out), executor, workers, retry_errors, address, progress, rebuild_cache)
+
+
+def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executor, workers: int | None,
+         retry_errors: bool, address: str | None, progress: ProgressFn | None, rebuild_cache: bool) -> Progress:
     store = RunStore(out)
     store.init(config, cells)
     todo = store.pending(cells, retry_errors=retry_errors)
+    if store.corrupt:
+        log.warning("%d cell records are corrupt; rerunning those cells", len(store.corrupt))
     state = Progress(total=len(cells), done=len(cells) - len(todo))
     if progress:
         progress(state)
     workers = max(1, workers or os.cpu_count() or 1)
-    # create the shared generation cache before any worker opens it
-    GenerationCache(Path(out) / "generations.sqlite")
+    # create (or check) the shared generation cache before any worker opens it
+    cache_path = out / "generations.sqlite"
+    if rebuild_cache:
+        move_cache_aside(cache_path)
+    GenerationCache(cache_path).close()
     # a finished grid starts no executor (a Ray cluster takes seconds to come up)
     if todo and executor == "local":
         _run_local(todo, str(out), workers, state, progress)

@@ -10,11 +10,16 @@ Layout::
 A cell counts as finished exactly when its record file exists; the record is written last (after
 its transcript) with a temp file + rename, so a run killed at any instant leaves each cell either
 finished or absent, never half-written, and a resume neither loses nor duplicates a cell.
+
+Each record carries a SHA-256 of its own JSON (without the checksum field). A record that does not
+parse or fails its checksum (a disk error, a hand edit) is logged, listed in ``RunStore.corrupt``
+and treated as unfinished: a resume reruns the cell and replaces the file, and a report counts it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +29,9 @@ from ragleak.errors import RagleakError
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.files import atomic_write_text
 from ragleak.metrics.base import MetricResult
+from ragleak.records import digest
+
+log = logging.getLogger(__name__)
 
 CELL_SCHEMA_VERSION = 2  # 2: metrics are MetricResults from the registry (ragleak.metrics.compute); counts
 
@@ -63,6 +71,32 @@ class CellRecord(BaseModel):
     engine: dict[str, str] = Field(default_factory=dict)
     error: str | None = None
     traceback: str | None = None
+    cache_repairs: int = Field(default=0, description="corrupt cache entries discarded and regenerated")
+    checksum: str | None = Field(default=None, description="SHA-256 of the stored JSON without this field")
+
+
+class CorruptRecordError(ValueError):
+    """A cell record file that does not parse or fails its checksum."""
+
+
+def record_checksum(data: dict[str, Any]) -> str:
+    return digest({k: v for k, v in data.items() if k != "checksum"})
+
+
+def parse_record(text: str) -> CellRecord:
+    """A stored record, checked against its checksum; raises ``CorruptRecordError``."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise CorruptRecordError(f"not JSON ({exc})") from exc
+    if not isinstance(data, dict) or not data.get("checksum"):
+        raise CorruptRecordError("no checksum")
+    if data["checksum"] != record_checksum(data):
+        raise CorruptRecordError("checksum mismatch")
+    try:
+        return CellRecord.model_validate(data)
+    except ValidationError as exc:
+        raise CorruptRecordError(f"not a cell record ({exc.error_count()} errors)") from exc
 
 
 class RunStore:
@@ -70,6 +104,7 @@ class RunStore:
         self.root = Path(root)
         self.cells_dir = self.root / "cells"
         self.transcripts_dir = self.root / "transcripts"
+        self.corrupt: dict[str, str] = {}  # cell id -> what is wrong with its record file
 
     def init(self, config: GridConfig, cells: list[CellSpec]) -> None:
         """Create the run directory, or check that an existing one holds the same grid."""
@@ -101,12 +136,20 @@ class RunStore:
         if not path.exists():
             return None
         try:
-            return CellRecord.model_validate_json(path.read_text(encoding="utf-8"))
-        except (ValueError, ValidationError):
-            return None  # unreadable = unfinished: the cell is rerun and the file replaced
+            record = parse_record(path.read_text(encoding="utf-8", errors="replace"))
+        except CorruptRecordError as exc:
+            # corrupt = unfinished: the cell is rerun and the file replaced; never silently dropped
+            if cell_id not in self.corrupt:
+                log.warning("cell record %s is corrupt (%s); the cell counts as not run", path, exc)
+            self.corrupt[cell_id] = str(exc)
+            return None
+        self.corrupt.pop(cell_id, None)
+        return record
 
     def write(self, record: CellRecord) -> None:
-        atomic_write_text(self.record_path(record.cell_id), record.model_dump_json(indent=2))
+        data = json.loads(record.model_dump_json(exclude={"checksum"}))
+        data["checksum"] = record_checksum(data)
+        atomic_write_text(self.record_path(record.cell_id), json.dumps(data, indent=2, ensure_ascii=False))
 
     def write_transcript(self, cell_id: str, text: str) -> None:
         atomic_write_text(self.transcript_path(cell_id), text)

@@ -8,7 +8,7 @@ concurrent writers wait on SQLite's lock (busy timeout) instead of failing.
 SQLite does not checksum its pages, so a flipped byte in a stored answer would be served as if
 the model had said it. Each entry therefore carries a SHA-256 of its key and value; an entry that
 fails it is deleted, regenerated and counted (``repairs``), never served. A file SQLite cannot
-read at all raises ``CacheCorruptError`` naming the fix (``--rebuild-cache``, ``rebuild_cache``).
+read at all raises ``CacheCorruptError`` naming the fix (``--rebuild-cache``, ``move_cache_aside``).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def entry_checksum(key: str, model_id: str, params: str, prompt: str, generation
     return digest([key, model_id, params, prompt, generation])
 
 
-def rebuild_cache(path: Path) -> Path | None:
+def move_cache_aside(path: Path) -> Path | None:
     """Move the cache file at ``path`` (and its WAL/SHM side files) aside so the next open starts
     a fresh cache; returns where the old file went (None when there was none)."""
     path = Path(path)

@@ -16,7 +16,7 @@ from typing import Any
 from ragleak.accounting.card import CARD_QUERIES
 from ragleak.grid.store import CellRecord
 from ragleak.metrics import METRICS, metric_channels, metric_info, split_key
-from ragleak.report.cells import BASELINE, condition_key, load_run
+from ragleak.report.cells import BASELINE, condition_key, corrupt_records, load_run
 from ragleak.report.utility import utility_curves
 
 log = logging.getLogger(__name__)
@@ -191,6 +191,8 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         "model_calls": calls,
         "cache_hits": hits,
         "cache_hit_rate": round(hits / (calls + hits), 4) if calls + hits else 0.0,
+        "cache_repairs": sum(r.cache_repairs for r in records),
+        "corrupt_records": corrupt_records(run_dir),
         "dedup": {"cells_with_identical_transcripts": len(digests) - len(set(digests)),
                   "distinct_transcripts": len(set(digests))},
         "seconds": round(sum(r.timings.get("total_s", 0.0) for r in records), 2),
