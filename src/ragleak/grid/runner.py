@@ -89,6 +89,12 @@ def run_grid(
 
 def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executor, workers: int | None,
          retry_errors: bool, address: str | None, progress: ProgressFn | None, rebuild_cache: bool) -> Progress:
+    # create (or check: an unreadable one stops here) the shared generation cache before any
+    # worker opens it
+    cache_path = out / "generations.sqlite"
+    if rebuild_cache:
+        move_cache_aside(cache_path)
+    GenerationCache(cache_path).close()
     store = RunStore(out)
     store.init(config, cells)
     todo = store.pending(cells, retry_errors=retry_errors)
@@ -98,11 +104,6 @@ def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executo
     if progress:
         progress(state)
     workers = max(1, workers or os.cpu_count() or 1)
-    # create (or check) the shared generation cache before any worker opens it
-    cache_path = out / "generations.sqlite"
-    if rebuild_cache:
-        move_cache_aside(cache_path)
-    GenerationCache(cache_path).close()
     # a finished grid starts no executor (a Ray cluster takes seconds to come up)
     if todo and executor == "local":
         _run_local(todo, str(out), workers, state, progress)
