@@ -35,6 +35,8 @@ class Progress:
     done: int
     ran: int = 0
     errors: int = 0
+    partial: int = 0
+    failed: int = 0
     model_calls: int = 0
     cache_hits: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -55,6 +57,8 @@ class Progress:
         self.done += 1
         self.ran += 1
         self.errors += record.status == "error"
+        self.partial += record.status == "partial"
+        self.failed += record.status == "failed"
         self.model_calls += record.model_calls
         self.cache_hits += record.cache_hits
 
