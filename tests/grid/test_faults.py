@@ -145,3 +145,13 @@ def test_a_target_reported_refusal_is_a_response_not_a_failure():
     counts = QueryCounts.of(transcript)
     assert (counts.answered, counts.refused, counts.errors) == (1, 1, 0) and counts.status(0.8) == "ok"
     assert len(transcript.answered) == 2  # both are responses the metrics read
+
+
+def test_diff_says_how_many_failed_cells_each_run_left_out(run_dir):
+    from ragleak.cli import app
+    from ragleak.report.diff import diff_runs
+
+    rows = diff_runs(run_dir, run_dir)
+    assert rows and all(r["excluded_failed"] == {"a": 1, "b": 1} and r["moved"] is not True for r in rows)
+    result = CliRunner().invoke(app, ["diff", str(run_dir), str(run_dir)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0 and "1 / 1" in result.output, result.output
