@@ -110,12 +110,15 @@ class Trace(Record):
 
 
 class TargetResponse(Record):
-    """What any target returns for one query. ``retrieved_ids`` is None when the target hides them."""
+    """What any target returns for one query. ``retrieved_ids`` is None when the target hides them;
+    ``refused`` is True only where the target itself says it declined the query (its ``answer`` is
+    then whatever it released instead, often a refusal message)."""
 
     query: str
     answer: str
     retrieved_ids: list[str] | None = None
     trace: Trace | None = None
+    refused: bool = False
 
 
 def digest(value: Any) -> str:

@@ -32,7 +32,7 @@ from ragleak.errors import ConfigError, RagleakError
 from ragleak.params import build_params
 from ragleak.rag.conversation import Conversation
 from ragleak.rag.target import Target
-from ragleak.records import Document, Record, TargetResponse, Trace
+from ragleak.records import Document, Record, TargetResponse, Trace, digest
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,16 @@ class CorpusView(Record):
         return CorpusView(documents=self.documents, topic=self.topic)
 
 
+#: What became of one query. ``failed``: the call raised (dead endpoint, timeout, a prompt longer
+#: than the model's window): nothing is known about what the target would have released, so it is
+#: never scored. ``refused``: the target itself reported that it declined the query
+#: (``TargetResponse.refused``); it did respond, so the refusal is scored as what it released.
+#: ``answered``: any other response. An empty answer or one that merely reads like a refusal is
+#: ``answered``: telling those apart from the text would take a phrase list, which this
+#: classification must not rest on.
+Outcome = Literal["answered", "failed", "refused"]
+
+
 class QueryRecord(Record):
     """One call to the target: what was asked, what came back (or the error)."""
 
@@ -88,6 +98,7 @@ class QueryRecord(Record):
     retrieved_ids: list[str] | None = None
     trace: Trace | None = None
     error: str | None = None
+    refused: bool = False
     phase: str = "attack"
     conversation: int | None = None
     turn: int = 0
@@ -95,7 +106,14 @@ class QueryRecord(Record):
 
     @property
     def ok(self) -> bool:
+        """The target responded (answered or refused); a failed call is not ok."""
         return self.error is None
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.error is not None:
+            return "failed"
+        return "refused" if self.refused else "answered"
 
 
 class MembershipScore(Record):
@@ -131,7 +149,23 @@ class Transcript(BaseModel):
 
     @property
     def answered(self) -> list[QueryRecord]:
+        """Every query the target responded to (outcome ``answered`` or ``refused``): what every
+        metric reads. Failed queries are never among them."""
         return [q for q in self.queries if q.ok]
+
+    def outcomes(self) -> dict[Outcome, int]:
+        """How many queries were answered, refused and failed (each query counted once)."""
+        out: dict[Outcome, int] = {"answered": 0, "refused": 0, "failed": 0}
+        for q in self.queries:
+            out[q.outcome] += 1
+        return out
+
+    def release_digest(self) -> str:
+        """A digest of what the target released, query by query and in order: each query's text,
+        outcome, answer and retrieved ids. No timing, trace timestamp or error text enters it, so
+        two runs that differ only where nothing reached the target's output (an inert epsilon, a
+        rerun) share it; it is the fingerprint the report deduplicates cells by."""
+        return digest([[q.query, q.outcome, q.answer, q.retrieved_ids] for q in self.queries])
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
@@ -204,7 +238,8 @@ class QuerySession:
                                  turn=turn, seconds=time.perf_counter() - t0)
         else:
             record = QueryRecord(index=index, query=query, answer=response.answer,
-                                 retrieved_ids=response.retrieved_ids, trace=response.trace, phase=phase,
+                                 retrieved_ids=response.retrieved_ids, trace=response.trace,
+                                 refused=response.refused, phase=phase,
                                  conversation=conversation, turn=turn, seconds=time.perf_counter() - t0)
         self.records.append(record)
         return record

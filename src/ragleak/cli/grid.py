@@ -23,7 +23,7 @@ def grid_command(
     executor: str = typer.Option("local", "--executor", help="local | ray"),
     workers: Optional[int] = typer.Option(None, "--workers", help="parallel workers (default: cores)"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (executor ray)"),
-    retry_errors: bool = typer.Option(False, "--retry-errors", help="rerun cells whose record is an ERROR"),
+    retry_errors: bool = typer.Option(False, "--retry-errors", help="rerun cells whose record is an error or failed"),
     as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON"),
     rebuild_cache: bool = typer.Option(False, "--rebuild-cache",
                                        help="move the run's generation cache aside and start a fresh one"),
@@ -51,14 +51,15 @@ def grid_command(
 
     def show(p) -> None:
         eta = "?" if p.eta_s is None else f"{p.eta_s:.0f}s"
-        console.print(f"cells {p.done}/{p.total}  errors {p.errors}  model calls {p.model_calls}  "
+        console.print(f"cells {p.done}/{p.total}  errors {p.errors}  failed {p.failed}  partial {p.partial}  model calls {p.model_calls}  "
                       f"cache hit rate {p.cache_hit_rate:.0%}  ETA {eta}", highlight=False)
 
     state = run_grid(grid, out, executor=executor, workers=workers, retry_errors=retry_errors,
                      address=address, progress=None if as_json else show, rebuild_cache=rebuild_cache)
     result = {"out": str(out), "cells": state.total, "ran": state.ran, "errors": state.errors,
-              "model_calls": state.model_calls, "cache_hits": state.cache_hits}
+              "failed": state.failed, "partial": state.partial, "model_calls": state.model_calls, "cache_hits": state.cache_hits}
     if as_json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
-        console.print(f"done: {state.total} cells in {out} ({state.ran} run now, {state.errors} errors)")
+        console.print(f"done: {state.total} cells in {out} ({state.ran} run now, {state.errors} errors, "
+                      f"{state.failed} failed, {state.partial} partial)")

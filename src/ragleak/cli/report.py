@@ -30,9 +30,15 @@ def report_command(
     console.print(render_table_one(summary["table_one"]))
     console.print(render_table_two(summary["table_two"]))
     console.print(leakage_table(summary["levels"]))
-    console.print(f"{summary['cells']} cells ({len(summary['errors'])} errors), {summary['model_calls']} model calls, "
-                  f"cache hit rate {summary['cache_hit_rate']:.0%}, "
-                  f"{summary['dedup']['cells_with_identical_transcripts']} cells with a transcript identical to another's")
+    troubled = summary["failed"] + summary["partial"]
+    if troubled:
+        console.print(fault_table(troubled))
+    status, ex = summary["status_counts"], summary["excluded"]
+    console.print(f"{summary['cells']} cells ({status['ok']} ok, {status['partial']} partial, {status['failed']} failed, "
+                  f"{status['error']} errors); aggregates leave out {ex['failed']} failed and {ex['error']} crashed "
+                  f"cells; {summary['model_calls']} model calls, cache hit rate {summary['cache_hit_rate']:.0%}, "
+                  f"{summary['dedup']['cells_with_identical_release']} cells released the same as another "
+                  f"({summary['dedup']['level_readings']} readings collapsed before the bootstrap)")
     console.print(f"report: {paths['report']}")
 
 
@@ -56,6 +62,17 @@ def leakage_table(levels: list[dict]) -> Table:
     return table
 
 
+def fault_table(cells: list[dict]) -> Table:
+    """The failed and partial cells with their queries by outcome."""
+    table = Table(title="failed cells (left out of aggregates) and partial cells (read over answered queries)")
+    for col in ("cell", "status", "queries", "answered", "refused", "failed"):
+        table.add_column(col)
+    for c in cells:
+        counts = c["counts"] or {}
+        table.add_row(c["label"], c["status"], *[str(counts.get(k, "-")) for k in ("queries", "answered", "refused", "errors")])
+    return table
+
+
 def diff_command(
     run_a: Path = typer.Argument(...),
     run_b: Path = typer.Argument(...),
@@ -68,11 +85,12 @@ def diff_command(
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
-    table = Table(title=f"{run_a} -> {run_b}")
-    for col in ("defense", "metric", "A", "B", "delta", "moved"):
+    table = Table(title=f"{run_a} -> {run_b} (failed cells left out: A / B)")
+    for col in ("defense", "metric", "A", "B", "delta", "moved", "failed cells left out"):
         table.add_column(col)
     fmt = lambda v: "-" if v is None else f"{v[0]:.3g}" + ("" if v[1] is None else f" [{v[1]:.3g}, {v[2]:.3g}]")  # noqa: E731
     for r in rows:
         table.add_row(r["defense"], column_title(r["metric"]), fmt(r["a"]), fmt(r["b"]),
-                      "-" if r["delta"] is None else f"{r['delta']:+.3g}", {True: "yes", False: "no", None: "-"}[r["moved"]])
+                      "-" if r["delta"] is None else f"{r['delta']:+.3g}", {True: "yes", False: "no", None: "-"}[r["moved"]],
+                      f"{r['excluded_failed']['a']} / {r['excluded_failed']['b']}")
     console.print(table)

@@ -12,15 +12,18 @@ standard).
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 import traceback
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from ragleak.attacks.base import Transcript
 from ragleak.corpora import load_corpus
 from ragleak.defenses import DEFENSES
-from ragleak.grid.spec import CellSpec
+from ragleak.defenses.base import Defense
+from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE, CellSpec
 from ragleak.grid.store import CellRecord, QueryCounts, RunStore
 from ragleak.metrics.base import MetricContext
 from ragleak.metrics.compute import compute_metrics
@@ -53,7 +56,8 @@ def cell_stack(spec: CellSpec, run_dir: str | Path) -> Stack:
 
 
 def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
-    """Run ``spec`` and write its record (ok or error) into ``run_dir``; never raises for a cell failure."""
+    """Run ``spec`` and write its record (ok, partial, failed or error) into ``run_dir``; never
+    raises for a cell failure."""
     from ragleak.attacks import ATTACKS
 
     store = RunStore(Path(run_dir))
@@ -71,21 +75,12 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
         transcript = attack.run(PipelineTarget(pipeline), ctx, budget=spec.budget, corpus_view=view, mode=spec.mode)
         text = transcript.to_json()
         store.write_transcript(spec.cell_id, text)
-        record = CellRecord(
-            cell_id=spec.cell_id, spec=spec, status="ok",
-            metrics=compute_metrics(transcript, MetricContext(index.passages, stack, spec.seed)),
-            counts=QueryCounts.of(transcript),
-            transcript_digest=digest(text),
-            hook_summary=_hook_summary(transcript),
-            guarantee=defense.guarantee().model_dump(mode="json"),
-            defense_state=defense.state(),
-            model_calls=stack.model_calls, cache_hits=stack.cache_hits, calls_by_role=stack.calls(),
-            cache_repairs=stack.cache_repairs,
-            timings={"setup_s": round(t_setup, 3), "total_s": round(time.perf_counter() - t0, 3),
-                     "generation_s": round(sum(q.trace.timings.get("generate", 0.0) for q in transcript.queries
-                                                if q.trace is not None), 3)},
-            engine=_engine(),
-        )
+        record = measured_record(spec, transcript, MetricContext(index.passages, stack, spec.seed), defense,
+                                 min_answered_share(run_dir), transcript_digest=digest(text))
+        record = record.model_copy(update={"timings": {
+            "setup_s": round(t_setup, 3), "total_s": round(time.perf_counter() - t0, 3),
+            "generation_s": round(sum(q.trace.timings.get("generate", 0.0) for q in transcript.queries
+                                      if q.trace is not None), 3)}})
     except Exception as exc:  # a failing cell is a record, not a crashed grid
         record = CellRecord(
             cell_id=spec.cell_id, spec=spec, status="error", error=f"{type(exc).__name__}: {exc}",
@@ -95,6 +90,37 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
         )
     store.write(record)
     return record
+
+
+def min_answered_share(run_dir: str | Path) -> float:
+    """The run's ``GridConfig.min_answered_share`` from its plan (the default without one), so a
+    resumed run judges its cells by the threshold it started with."""
+    plan = Path(run_dir) / "plan.json"
+    if plan.exists():
+        try:
+            return float(json.loads(plan.read_text(encoding="utf-8"))["config"]["min_answered_share"])
+        except (ValueError, KeyError, TypeError):
+            pass  # a plan written before the field existed, or unreadable: the store reports the latter
+    return DEFAULT_MIN_ANSWERED_SHARE
+
+
+def measured_record(spec: CellSpec, transcript: Transcript, context: MetricContext, defense: Defense,
+                    min_share: float, transcript_digest: str | None = None) -> CellRecord:
+    """The record of a cell whose attack ran: metrics over the answered queries, counts by outcome,
+    the status they give (``QueryCounts.status``), the release fingerprint, the defense's hook
+    summary, guarantee and state, and the stack's counters."""
+    counts = QueryCounts.of(transcript)
+    stack = context.stack
+    return CellRecord(
+        cell_id=spec.cell_id, spec=spec, status=counts.status(min_share),
+        metrics=compute_metrics(transcript, context), counts=counts,
+        transcript_digest=transcript_digest, release_digest=transcript.release_digest(),
+        hook_summary=_hook_summary(transcript),
+        guarantee=defense.guarantee().model_dump(mode="json"), defense_state=defense.state(),
+        model_calls=stack.model_calls if stack else 0, cache_hits=stack.cache_hits if stack else 0,
+        calls_by_role=stack.calls() if stack else {}, cache_repairs=stack.cache_repairs if stack else 0,
+        engine=_engine(),
+    )
 
 
 def _hook_summary(transcript) -> dict[str, dict[str, int]]:

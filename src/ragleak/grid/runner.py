@@ -36,6 +36,8 @@ class Progress:
     done: int
     ran: int = 0
     errors: int = 0
+    partial: int = 0
+    failed: int = 0
     model_calls: int = 0
     cache_hits: int = 0
     cache_repairs: int = 0
@@ -57,6 +59,8 @@ class Progress:
         self.done += 1
         self.ran += 1
         self.errors += record.status == "error"
+        self.partial += record.status == "partial"
+        self.failed += record.status == "failed"
         self.model_calls += record.model_calls
         self.cache_hits += record.cache_hits
         self.cache_repairs += record.cache_repairs

@@ -19,6 +19,8 @@ from ragleak.errors import ConfigError
 from ragleak.records import digest
 
 Mode = Literal["single", "multi"]
+#: A cell where fewer than this share of queries got a response is ``failed`` (grid.store).
+DEFAULT_MIN_ANSWERED_SHARE = 0.8
 
 
 class CellSpec(BaseModel):
@@ -79,6 +81,9 @@ class GridConfig(BaseModel):
     defense_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     corpus_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     stack: StackConfig = StackConfig()
+    min_answered_share: float = Field(
+        default=DEFAULT_MIN_ANSWERED_SHARE, ge=0.0, le=1.0,
+        description="a cell where fewer than this share of queries got a response is 'failed', never 'ok'")
 
     @field_validator("epsilons")
     @classmethod

@@ -3,8 +3,8 @@
 Layout::
 
     RUN_DIR/plan.json              the grid config and the planned cell ids
-    RUN_DIR/cells/<cell_id>.json   one CellRecord per finished cell (status ok or error)
-    RUN_DIR/transcripts/<id>.json  the attack transcript of each ok cell
+    RUN_DIR/cells/<cell_id>.json   one CellRecord per finished cell (status ok, partial, failed or error)
+    RUN_DIR/transcripts/<id>.json  the attack transcript of each cell that ran its attack
     RUN_DIR/cells.jsonl            all records, one per line, rebuilt from cells/ at the end
 
 A cell counts as finished exactly when its record file exists; the record is written last (after
@@ -36,18 +36,36 @@ log = logging.getLogger(__name__)
 CELL_SCHEMA_VERSION = 2  # 2: metrics are MetricResults from the registry (ragleak.metrics.compute); counts
 
 
+#: A finished cell: ``ok`` (every query answered or refused), ``partial`` (some queries failed;
+#: its metrics rest on the rest, with their n), ``failed`` (too few queries answered to read it:
+#: kept out of every aggregate), ``error`` (the cell itself crashed: no transcript).
+CellStatus = Literal["ok", "partial", "failed", "error"]
+#: The statuses whose metrics enter aggregates (levels, deltas, Table II).
+MEASURED: tuple[CellStatus, ...] = ("ok", "partial")
+
+
 class QueryCounts(BaseModel):
-    """How many queries a cell's attack made, how many were answered, how many failed."""
+    """A cell's queries by outcome: answered, refused (the target declined) and failed (``errors``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     queries: int = Field(ge=0)
-    answered: int = Field(ge=0)
-    errors: int = Field(ge=0)
+    answered: int = Field(ge=0, description="responses, refusals excluded")
+    refused: int = Field(default=0, ge=0)
+    errors: int = Field(ge=0, description="failed queries: never scored")
 
     @classmethod
     def of(cls, transcript) -> "QueryCounts":
-        return cls(queries=len(transcript.queries), answered=len(transcript.answered), errors=transcript.errors)
+        n = transcript.outcomes()
+        return cls(queries=len(transcript.queries), answered=n["answered"], refused=n["refused"], errors=n["failed"])
+
+    def status(self, min_answered_share: float) -> CellStatus:
+        """``failed`` when fewer than ``min_answered_share`` of the queries got a response (a
+        refusal is a response), or when no query was made; else ``partial`` when any failed."""
+        responded = self.answered + self.refused
+        if self.queries == 0 or responded < min_answered_share * self.queries:
+            return "failed"
+        return "partial" if self.errors else "ok"
 
 
 class CellRecord(BaseModel):
@@ -56,10 +74,11 @@ class CellRecord(BaseModel):
     schema_version: int = CELL_SCHEMA_VERSION
     cell_id: str
     spec: CellSpec
-    status: Literal["ok", "error"]
+    status: CellStatus
     metrics: dict[str, MetricResult] = Field(default_factory=dict, description="key (name or name[part]) -> reading")
     counts: QueryCounts | None = Field(default=None, description="the attack's queries (None: the cell failed)")
     transcript_digest: str | None = None
+    release_digest: str | None = Field(default=None, description="Transcript.release_digest: the dedup fingerprint")
     hook_summary: dict[str, dict[str, int]] = Field(default_factory=dict, description="hook -> {changed, calls}")
     guarantee: dict[str, Any] = Field(default_factory=dict)
     defense_state: dict[str, Any] = Field(default_factory=dict, description="what the defense did (private-rag: U(t) log)")
@@ -166,7 +185,7 @@ class RunStore:
         todo = []
         for cell in cells:
             record = self.read(cell.cell_id)
-            if record is None or (retry_errors and record.status == "error"):
+            if record is None or (retry_errors and record.status in ("error", "failed")):
                 todo.append(cell)
         return todo
 

@@ -139,24 +139,43 @@ class MembershipAUC(Metric):
 
     def compute(self, transcript: "Transcript", context: MetricContext) -> MetricResult:
         labelled = [m for m in transcript.membership if m.member is not None]
-        members = sum(1 for m in labelled if m.member)
-        base = {"n": len(labelled), "n_of": "candidates", "failed": failed_queries(transcript)}
-        if not transcript.answered:
-            return MetricResult(value=None, note="no answered query", **base)
-        if members in (0, len(labelled)):
-            return MetricResult(value=None, note="one class only: AUC needs members and non-members", **base)
-        scorers = sorted(set.intersection(*(set(m.scores) for m in labelled)))
-        if not scorers:
-            return MetricResult(value=None, note="the candidates share no scorer", **base)
+        # a candidate whose probes all failed has no score: it is left out and counted, never scored 0
+        scored = [m for m in labelled if m.scores]
+        excluded = len(labelled) - len(scored)
+        failed = failed_queries(transcript)
+        details = {"excluded_candidates": excluded}
+        if not transcript.answered or not scored:
+            return MetricResult(value=None, n=0, n_of="candidates", failed=failed, details=details,
+                                note=f"no answered probe ({excluded} candidates excluded)")
         parts = {}
-        for scorer in scorers:
-            res = membership_auc([m.scores[scorer] for m in labelled if m.member],
-                                 [m.scores[scorer] for m in labelled if not m.member], seed=context.seed)
-            parts[scorer] = MetricResult(
-                value=res.auc100, interval=res.interval.bounds(), interval_over="candidates",
-                details={k: v for k, v in res.to_dict().items() if k not in ("auc100", "interval")}, **base)
-        headline = max(scorers, key=lambda k: parts[k].value)
+        for scorer in sorted(set().union(*(m.scores for m in scored))):
+            # per scorer: the candidates whose probe for that scorer was answered
+            rows = [m for m in scored if scorer in m.scores]
+            parts[scorer] = self._scorer_result([m.scores[scorer] for m in rows if m.member],
+                                                [m.scores[scorer] for m in rows if not m.member],
+                                                len(labelled) - len(rows), failed, context.seed)
+        defined = [k for k, r in parts.items() if r.value is not None]
+        members = sum(1 for m in scored if m.member)
+        details.update(members=members, nonmembers=len(scored) - members)
+        if not defined:
+            note = next(r.note for r in parts.values())
+            return MetricResult(value=None, n=len(scored), n_of="candidates", failed=failed, note=note,
+                                details=details, parts=parts)
+        headline = max(defined, key=lambda k: parts[k].value)
         best = parts[headline]
-        return MetricResult(value=best.value, interval=best.interval, interval_over="candidates",
-                            details={"headline_scorer": headline, "members": members,
-                                     "nonmembers": len(labelled) - members}, parts=parts, **base)
+        return MetricResult(value=best.value, n=best.n, n_of="candidates", failed=failed, interval=best.interval,
+                            interval_over="candidates", details={**details, "headline_scorer": headline},
+                            parts=parts)
+
+    @staticmethod
+    def _scorer_result(members: list[float], nonmembers: list[float], excluded: int, failed: int,
+                       seed: int) -> MetricResult:
+        base = {"n": len(members) + len(nonmembers), "n_of": "candidates", "failed": failed}
+        if not members or not nonmembers:
+            return MetricResult(value=None, note="one class only: AUC needs members and non-members",
+                                details={"excluded_candidates": excluded}, **base)
+        res = membership_auc(members, nonmembers, seed=seed)
+        return MetricResult(
+            value=res.auc100, interval=res.interval.bounds(), interval_over="candidates",
+            details={"excluded_candidates": excluded,
+                     **{k: v for k, v in res.to_dict().items() if k not in ("auc100", "interval")}}, **base)

@@ -2,7 +2,8 @@
 
 * ``PipelineTarget``  - the built-in RAGPipeline (gives a full hook trace);
 * ``CallableTarget``  - any Python callable ``query -> answer`` (or ``(query, history) -> ...``),
-  which may return ``(answer, retrieved_ids)`` or a dict with ``answer`` / ``retrieved_ids``;
+  which may return ``(answer, retrieved_ids)`` or a dict with ``answer`` / ``retrieved_ids`` /
+  ``refused`` (true where the target declined the query);
 * ``HttpTarget``      - a JSON endpoint: a request template with ``{query}``, a path to the answer
   in the response, timeouts and retries with exponential backoff.
 
@@ -63,21 +64,24 @@ class CallableTarget:
             out = self.fn(query, list(history)) if self._takes_history else self.fn(query)
         except Exception as exc:
             raise TargetError(f"target callable {getattr(self.fn, '__name__', self.fn)!r} raised {type(exc).__name__}: {exc}") from exc
-        answer, ids = _unpack(out)
-        return TargetResponse(query=query, answer=answer, retrieved_ids=ids)
+        answer, ids, refused = _unpack(out)
+        return TargetResponse(query=query, answer=answer, retrieved_ids=ids, refused=refused)
 
 
-def _unpack(out: Any) -> tuple[str, list[str] | None]:
+def _unpack(out: Any) -> tuple[str, list[str] | None, bool]:
+    """(answer, retrieved ids, refused): a dict may say ``"refused": true`` (the target declined)."""
     if isinstance(out, str):
-        return out, None
+        return out, None, False
     if isinstance(out, dict) and isinstance(out.get("answer"), str):
-        ids = out.get("retrieved_ids")
-        return out["answer"], [str(i) for i in ids] if ids is not None else None
+        ids, refused = out.get("retrieved_ids"), out.get("refused", False)
+        if not isinstance(refused, bool):
+            raise TargetError(f"target callable returned refused={refused!r}; expected true or false")
+        return out["answer"], [str(i) for i in ids] if ids is not None else None, refused
     if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], str):
-        return out[0], [str(i) for i in out[1]] if out[1] is not None else None
+        return out[0], [str(i) for i in out[1]] if out[1] is not None else None, False
     raise TargetError(
         f"target callable returned {type(out).__name__}; expected str, (answer, retrieved_ids) "
-        "or {'answer': ..., 'retrieved_ids': [...]}"
+        "or {'answer': ..., 'retrieved_ids': [...], 'refused': false}"
     )
 
 

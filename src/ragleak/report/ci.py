@@ -24,13 +24,25 @@ def sarif(summary: dict[str, Any]) -> str:
             results.append(_result("ragleak.not-interpretable", "note",
                                    f"{title} on {cell['defense']} is not interpretable: {cell['reason']}", None))
     for err in summary.get("errors", []):
-        results.append(_result("ragleak.cell-error", "warning", f"cell {err['label']} failed: {err['error']}", None))
+        results.append(_result("ragleak.cell-error", "warning", f"cell {err['label']} crashed: {err['error']}", None))
+    for cell in summary.get("failed", []):
+        results.append(_result("ragleak.cell-failed", "error", f"cell {cell['label']} failed: {_queries(cell)}; "
+                               "its readings are left out of every aggregate", None))
+    for cell in summary.get("partial", []):
+        results.append(_result("ragleak.cell-partial", "warning", f"cell {cell['label']} is partial: {_queries(cell)}; "
+                               "its readings rest on the answered queries only", None))
     rules = sorted({r["ruleId"] for r in results})
     return json.dumps({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [{"tool": {"driver": {"name": "ragleak", "rules": [{"id": r} for r in rules]}}, "results": results}],
     }, indent=2)
+
+
+def _queries(cell: dict[str, Any]) -> str:
+    c = cell.get("counts") or {}
+    return (f"{c.get('answered', 0)} answered, {c.get('refused', 0)} refused, {c.get('errors', 0)} failed "
+            f"of {c.get('queries', 0)} queries")
 
 
 def _result(rule: str, level: str, message: str, location: str | None) -> dict[str, Any]:
@@ -46,18 +58,29 @@ def _result(rule: str, level: str, message: str, location: str | None) -> dict[s
 
 def junit(summary: dict[str, Any]) -> str:
     suites = ET.Element("testsuites", name="ragleak")
-    cells = ET.SubElement(suites, "testsuite", name="cells", tests=str(len(summary["cells_table"])),
-                          failures="0", errors=str(len(summary["errors"])))
+    # a failed cell (too few answered queries) is a test failure, a crashed cell an error; a partial
+    # cell passes with its status and query counts as properties
+    statuses = [c["status"] for c in summary["cells_table"]]
+    cells = ET.SubElement(suites, "testsuite", name="cells", tests=str(len(statuses)),
+                          failures=str(statuses.count("failed")), errors=str(statuses.count("error")))
     for c in summary["cells_table"]:
         case = ET.SubElement(cells, "testcase", classname="ragleak.cell", name=c["label"],
                              time=str(c.get("seconds") or 0))
         if c["status"] == "error":
             err = next(e for e in summary["errors"] if e["cell_id"] == c["cell_id"])
             ET.SubElement(case, "error", message=err["error"] or "error")
-        elif c["metrics"]:
-            props = ET.SubElement(case, "properties")
-            for key, value in sorted(c["metrics"].items()):  # undefined readings say so, never 0
-                ET.SubElement(props, "property", name=key, value="undefined" if value is None else f"{value:.6g}")
+            continue
+        if c["status"] == "failed":
+            ET.SubElement(case, "failure", message=f"cell failed: {_queries(c)}")
+        props = ET.SubElement(case, "properties")
+        ET.SubElement(props, "property", name="status", value=c["status"])
+        for field, value in (c.get("counts") or {}).items():
+            ET.SubElement(props, "property", name=f"queries.{field}", value=str(value))
+        for key, value in sorted(c["metrics"].items()):  # undefined readings say so, never 0
+            n = c.get("metric_n", {}).get(key)
+            ET.SubElement(props, "property", name=key, value="undefined" if value is None else f"{value:.6g}")
+            if n is not None:
+                ET.SubElement(props, "property", name=f"{key}.n", value=str(n))
     rows = summary.get("table_one", [])
     failures = 0
     audit = ET.SubElement(suites, "testsuite", name="audit", tests=str(len(rows)))

@@ -48,6 +48,13 @@ def _interval(value: Any, ci: Any) -> str:
     return f"{_num(value)} [{_num(ci[0])}, {_num(ci[1])}]"
 
 
+def _excluded_text(summary: dict[str, Any]) -> str:
+    ex = summary["excluded"]
+    partial = summary["status_counts"]["partial"]
+    return (f"Aggregates leave out {ex['failed']} failed and {ex['error']} crashed cells; {partial} partial cells "
+            "are included over their answered queries.")
+
+
 def table_one_html(rows: list[dict]) -> str:
     out = []
     for row in rows:
@@ -77,9 +84,11 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
              "<h1>ragleak report</h1>",
              f"<p class='sub'>run <code>{_e(summary['run'])}</code></p>",
              "<div class='cards'>"]
-    for label, value in [("cells", summary["cells"]), ("ok", summary["ok"]), ("errors", len(summary["errors"])),
+    status = summary["status_counts"]
+    for label, value in [("cells", summary["cells"]), ("ok", status["ok"]), ("partial", status["partial"]),
+                         ("failed", status["failed"]), ("errors", status["error"]),
                          ("model calls", summary["model_calls"]), ("cache hit rate", f"{summary['cache_hit_rate']:.0%}"),
-                         ("identical transcripts", summary["dedup"]["cells_with_identical_transcripts"])]:
+                         ("identical releases", summary["dedup"]["cells_with_identical_release"])]:
         parts.append(f"<div class='card'>{_e(label)}<b>{_e(value)}</b></div>")
     parts.append("</div><!--nav-->")
     parts.append("<h2 id='audit'>Audit dashboard — Table I: is each defense on the path it claims?</h2>")
@@ -87,14 +96,20 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
                  "changed its input / calls.</p>" + table_one_html(summary["table_one"]))
     parts.append("<h2 id='table-two'>Table II: leakage deltas against the undefended baseline</h2>")
     parts.append("<p class='sub'>a reading is interpretable only where an active hook of the defense reaches the "
-                 "channel the metric observes.</p>" + table_two_html(summary["table_two"]))
+                 f"channel the metric observes. {_excluded_text(summary)}</p>" + table_two_html(summary["table_two"]))
     parts.append("<h2 id='leakage'>Leakage per defense</h2>")
     for key, svg in figures.items():
         if key.startswith("bars:") and svg:
             parts.append(f"<div class='fig'>{svg}</div>")
     level_rows = [[_td(r["defense"]), _td(r["title"]), _td(_num(r["estimate"])), _td("-" if r["low"] is None else f"[{_num(r['low'])}, {_num(r['high'])}]"),
-                   _td(r.get("interval_over", "cells")), _td(f"{r['n_unique']} of {r['n_runs']}")] for r in summary["levels"]]
-    parts.append(_table(["defense", "metric", "mean", "95% interval", "resampled", "distinct cells used"], level_rows))
+                   _td(r.get("interval_over", "cells")), _td(f"{r['n_unique']} of {r['n_runs']}"),
+                   _td(", ".join(str(n) for n in r.get("n_per_cell", [])) or "-"), _td(r.get("partial_cells", 0)),
+                   _td(r.get("excluded_failed", 0))] for r in summary["levels"]]
+    parts.append(f"<p class='sub'>{_excluded_text(summary)} Cells that released exactly the same answers to the same "
+                 f"queries are collapsed before resampling ({summary['dedup']['level_readings']} readings "
+                 "collapsed).</p>")
+    parts.append(_table(["defense", "metric", "mean", "95% interval", "resampled", "distinct cells used",
+                         "n per cell", "partial cells", "failed cells left out"], level_rows))
     if figures.get("roc"):
         parts.append("<h2 id='membership'>Membership inference</h2>" + f"<div class='fig'>{figures['roc']}</div>")
     if summary.get("canaries"):
@@ -138,6 +153,15 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
                   _td(json.dumps({metric_title(k): v for k, v in c["metrics"].items()})), _td(c["model_calls"]),
                   _td(c["cache_hits"]), _td(c["seconds"])] for c in summary["cells_table"]]
     parts.append(_table(["cell", "status", "queries", "metrics", "model calls", "cache hits", "seconds"], cell_rows))
+    troubled = summary.get("failed", []) + summary.get("partial", [])
+    if troubled:
+        parts.append("<h2 id='faults'>Failed and partial cells</h2>")
+        parts.append("<p class='sub'>failed: too few queries answered to read the cell; left out of every aggregate. "
+                     "partial: some queries failed; the readings rest on the answered ones.</p>")
+        parts.append(_table(["cell", "status", "queries", "answered", "refused", "failed"],
+                            [[_td(c["label"]), _td(c["status"], "no"),
+                              *[_td((c["counts"] or {}).get(k, "-")) for k in ("queries", "answered", "refused", "errors")]]
+                             for c in troubled]))
     if summary["errors"]:
         parts.append("<h2 id='errors'>Errors</h2>" + _table(["cell", "error"], [[_td(e["label"]), _td(e["error"])] for e in summary["errors"]]))
     parts.append("<p class='sub'>Reproduce: <code>ragleak report RUN_DIR</code> over the same run directory.</p></body></html>")

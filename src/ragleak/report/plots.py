@@ -12,6 +12,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from ragleak.grid.store import MEASURED  # noqa: E402
+
 
 def _svg(fig) -> str:
     buf = io.StringIO()
@@ -64,16 +66,18 @@ def roc_curves(run_dir: Path, records) -> str | None:
     fig, ax = plt.subplots(figsize=(4.2, 4.0))
     drawn = 0
     for r in records:
-        reading = r.metrics.get("mi_auc") if r.status == "ok" else None
+        reading = r.metrics.get("mi_auc") if r.status in MEASURED else None
         if reading is None or reading.value is None:
             continue
         path = Path(run_dir) / "transcripts" / f"{r.cell_id}.json"
         if not path.exists():
             continue
-        membership = [m for m in json.loads(path.read_text())["membership"] if m.get("member") is not None]
+        scorer = reading.details["headline_scorer"]  # the scorer the metric reports
+        # as the metric does: only candidates labelled and scored by it (a failed probe has no score)
+        membership = [m for m in json.loads(path.read_text())["membership"]
+                      if m.get("member") is not None and scorer in m["scores"]]
         if not membership:
             continue
-        scorer = reading.details["headline_scorer"]  # the scorer the metric reports
         fpr, tpr, _ = roc_curve([int(m["member"]) for m in membership], [m["scores"][scorer] for m in membership])
         ax.plot(fpr, tpr, label=f"{r.spec.defense} ({scorer}, seed {r.spec.seed})")
         drawn += 1

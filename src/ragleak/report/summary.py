@@ -1,9 +1,14 @@
 """Aggregate a run directory into the summary every report output is rendered from.
 
-Per-defense readings use the cell as the resampling unit, after dropping deterministic
-duplicates (cells whose transcripts are byte-identical, e.g. an epsilon that is inert for a
-non-DP defense), and pair each defended cell with the baseline cell run under the same
-conditions (attack, corpus, mode, epsilon, seed).
+Per-defense readings use the cell as the resampling unit, after collapsing deterministic
+duplicates (cells that asked the same queries and got the same release back, by
+``CellRecord.release_digest``, e.g. an epsilon that is inert for a non-DP defense), and pair each
+defended cell with the baseline cell run under the same conditions (attack, corpus, mode,
+epsilon, seed).
+
+Only measured cells enter an aggregate: ``ok`` cells and ``partial`` ones (some queries failed;
+their readings rest on the answered rest, and say on how many). ``failed`` cells (too few
+answered queries) and ``error`` cells are left out, and every aggregate says how many were.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ragleak.accounting.card import CARD_QUERIES
-from ragleak.grid.store import CellRecord
+from ragleak.grid.store import MEASURED, CellRecord
 from ragleak.metrics import METRICS, metric_channels, metric_info, split_key
 from ragleak.report.cells import BASELINE, condition_key, corrupt_records, load_run
 from ragleak.report.utility import utility_curves
@@ -28,16 +33,26 @@ def _registered(key: str) -> bool:
     return split_key(key)[0] in METRICS.names()
 
 
-def per_defense_values(records: list[CellRecord]) -> dict[str, dict[str, list[tuple[tuple, float, str]]]]:
-    """{defense: {metric key: [(condition, value, transcript digest), ...]}} over ok cells; a
-    reading that is undefined in a cell (value None) is left out, never read as zero."""
+def fingerprint(r: CellRecord) -> str:
+    """What a cell released (``release_digest``); a record without one is its own run."""
+    return r.release_digest or r.cell_id
+
+
+def per_defense_values(records: list[CellRecord]) -> dict[str, dict[str, list[tuple[tuple, float, tuple, int]]]]:
+    """{defense: {metric key: [(condition, value, fingerprint, n), ...]}} over measured cells; a
+    reading that is undefined in a cell (value None) is left out, never read as zero.
+
+    The fingerprint is the cell's release digest with the value: two cells are copies when they
+    released the same thing *and* read the same; the value keeps apart cells whose equal release
+    is scored against different ground truth (say, another seed's canaries)."""
     out: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        if r.status != "ok":
+        if r.status not in MEASURED:
             continue
         for key, result in r.metrics.items():
             if _registered(key) and result.value is not None:
-                out[r.spec.defense][key].append((condition_key(r), float(result.value), r.transcript_digest or r.cell_id))
+                value = float(result.value)
+                out[r.spec.defense][key].append((condition_key(r), value, (fingerprint(r), value), result.n))
     return out
 
 
@@ -45,24 +60,44 @@ def _within_cell_intervals(records: list[CellRecord]) -> dict[tuple[str, str], t
     """(defense, metric) -> the interval a cell computed over its own units, and what they were."""
     out = {}
     for r in records:
-        if r.status == "ok":
+        if r.status in MEASURED:
             for key, result in r.metrics.items():
                 if _registered(key) and result.interval is not None:
                     out[(r.spec.defense, key)] = ([float(v) for v in result.interval], result.interval_over or "")
     return out
 
 
+def excluded_cells(records: list[CellRecord]) -> dict[str, Any]:
+    """The cells no aggregate reads (failed and error), in all and per defense."""
+    left_out = [r for r in records if r.status not in MEASURED]
+    by_defense: dict[str, dict[str, int]] = defaultdict(lambda: {"failed": 0, "error": 0})
+    for r in left_out:
+        by_defense[r.spec.defense][r.status] += 1
+    return {"failed": sum(r.status == "failed" for r in left_out), "error": sum(r.status == "error" for r in left_out),
+            "by_defense": {d: dict(v) for d, v in sorted(by_defense.items())}}
+
+
 def aggregate(records: list[CellRecord], seed: int = 0) -> dict[str, Any]:
+    """Levels and deltas per defense and metric over the measured cells, duplicates collapsed
+    before any bootstrap; ``excluded`` counts the failed and error cells left out, ``collapsed``
+    the readings dropped as copies of another."""
     from ragleak.metrics.stats import bootstrap_mean, paired_bootstrap_delta
 
     values = per_defense_values(records)
     within_cell = _within_cell_intervals(records)
+    excluded = excluded_cells(records)
+    partial = defaultdict(int)
+    for r in records:
+        partial[r.spec.defense] += r.status == "partial"
     levels, deltas = [], []
     for defense, metrics in sorted(values.items()):
+        left_out = excluded["by_defense"].get(defense, {"failed": 0, "error": 0})
         for key, rows in sorted(metrics.items()):
-            iv = bootstrap_mean([v for _, v, _ in rows], fingerprints=[d for _, _, d in rows], seed=seed)
+            iv = bootstrap_mean([v for _, v, _, _ in rows], fingerprints=[f for _, _, f, _ in rows], seed=seed)
             level = {"defense": defense, "metric": key, "title": metric_info(key)["title"], **iv.to_dict(),
-                     "interval_over": "cells"}
+                     "interval_over": "cells", "collapsed": iv.n_runs - iv.n_unique,
+                     "n_per_cell": [n for _, _, _, n in rows], "partial_cells": partial[defense],
+                     "excluded_failed": left_out["failed"], "excluded_error": left_out["error"]}
             ci = within_cell.get((defense, key))
             if iv.n_unique < 2:
                 # one distinct cell: resampling cells would give a zero-width interval. The cell's own
@@ -75,16 +110,19 @@ def aggregate(records: list[CellRecord], seed: int = 0) -> dict[str, Any]:
             levels.append(level)
             if defense == BASELINE or BASELINE not in values or key not in values[BASELINE]:
                 continue
-            base = {c: (v, d) for c, v, d in values[BASELINE][key]}
-            pairs = [(v, base[c][0], (d, base[c][1])) for c, v, d in rows if c in base]
+            base = {c: (v, f) for c, v, f, _ in values[BASELINE][key]}
+            pairs = [(v, base[c][0], (f, base[c][1])) for c, v, f, _ in rows if c in base]
             if not pairs:
                 continue
             iv = paired_bootstrap_delta([p[0] for p in pairs], [p[1] for p in pairs],
                                         fingerprints=[p[2] for p in pairs], seed=seed)
             one = iv.n_unique < 2  # a single distinct pair has no spread to resample
             deltas.append({"defense": defense, "metric": key, "delta": iv.estimate, "low": None if one else iv.low,
-                           "high": None if one else iv.high, "pairs": len(pairs), "unique_pairs": iv.n_unique})
-    return {"levels": levels, "deltas": deltas}
+                           "high": None if one else iv.high, "pairs": len(pairs), "unique_pairs": iv.n_unique,
+                           "collapsed": len(pairs) - iv.n_unique, "excluded_failed": left_out["failed"]})
+    return {"levels": levels, "deltas": deltas, "excluded": excluded,
+            "collapsed": {"level_readings": sum(lv["collapsed"] for lv in levels),
+                          "delta_pairs": sum(d["collapsed"] for d in deltas)}}
 
 
 def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any]:
@@ -129,7 +167,7 @@ def guarantee_curves(records: list[CellRecord]) -> list[dict[str, Any]]:
 
     seen, out = set(), []
     for r in records:
-        if r.status != "ok" or not r.guarantee:
+        if r.status not in MEASURED or not r.guarantee:
             continue
         # the grid's epsilon is shown only where the defense took it (an inert axis would
         # label, say, private-rag's eps_q = 20 guarantee "eps=1")
@@ -151,10 +189,10 @@ def attribution_results(records: list[CellRecord]) -> list[dict[str, Any]]:
     rows = []
     for r in records:
         readings = {k: r.metrics.get(f"attribution_{k}") for k in ("esr", "f1", "auc")}
-        if r.status != "ok" or not any(readings.values()):
+        if r.status not in MEASURED or not any(readings.values()):
             continue
         details = next(m for m in readings.values() if m is not None).details
-        row = {"cell_id": r.cell_id, "label": r.spec.label, "defense": r.spec.defense,
+        row = {"cell_id": r.cell_id, "label": r.spec.label, "defense": r.spec.defense, "status": r.status,
                "sentences": details.get("sentences"), "private": details.get("private")}
         for name, m in readings.items():
             row[name] = None if m is None else m.value
@@ -168,44 +206,58 @@ def canary_results(records: list[CellRecord]) -> list[dict[str, Any]]:
     rows = []
     for r in records:
         m = r.metrics.get("canary_recovery")
-        if r.status == "ok" and m is not None:
-            rows.append({"cell_id": r.cell_id, "label": r.spec.label, "defense": r.spec.defense, "rate": m.value,
+        if r.status in MEASURED and m is not None:
+            rows.append({"cell_id": r.cell_id, "label": r.spec.label, "defense": r.spec.defense, "status": r.status,
+                         "rate": m.value,
                          "ci": None if m.interval is None else list(m.interval),
                          "recovered": m.details.get("recovered"), "total": m.n, "note": m.note})
     return rows
 
 
+def _cell_row(r: CellRecord) -> dict[str, Any]:
+    return {"cell_id": r.cell_id, "label": r.spec.label, "status": r.status,
+            "counts": None if r.counts is None else r.counts.model_dump()}
+
+
 def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
     records = load_run(run_dir)
-    ok = [r for r in records if r.status == "ok"]
-    digests = [r.transcript_digest for r in ok]
+    measured = [r for r in records if r.status in MEASURED]
+    releases = [fingerprint(r) for r in measured]
     agg = aggregate(records, seed=seed)
     calls = sum(r.model_calls for r in records)
     hits = sum(r.cache_hits for r in records)
+    statuses = {s: sum(r.status == s for r in records) for s in ("ok", "partial", "failed", "error")}
+    counted = [r.counts for r in records if r.counts is not None]
     return {
-        "schema_version": 2,
+        "schema_version": 3,
         "run": str(run_dir),
         "cells": len(records),
-        "ok": len(ok),
+        "ok": statuses["ok"],
+        "status_counts": statuses,
+        "queries": {"queries": sum(c.queries for c in counted), "answered": sum(c.answered for c in counted),
+                    "refused": sum(c.refused for c in counted), "failed": sum(c.errors for c in counted)},
+        "partial": [_cell_row(r) for r in records if r.status == "partial"],
+        "failed": [_cell_row(r) for r in records if r.status == "failed"],
         "errors": [{"cell_id": r.cell_id, "label": r.spec.label, "error": r.error} for r in records if r.status == "error"],
         "model_calls": calls,
         "cache_hits": hits,
         "cache_hit_rate": round(hits / (calls + hits), 4) if calls + hits else 0.0,
         "cache_repairs": sum(r.cache_repairs for r in records),
         "corrupt_records": corrupt_records(run_dir),
-        "dedup": {"cells_with_identical_transcripts": len(digests) - len(set(digests)),
-                  "distinct_transcripts": len(set(digests))},
+        "dedup": {"fingerprint": "release digest (queries, outcomes, answers, retrieved ids; no timings)",
+                  "cells_with_identical_release": len(releases) - len(set(releases)),
+                  "distinct_releases": len(set(releases)), **agg["collapsed"]},
         "seconds": round(sum(r.timings.get("total_s", 0.0) for r in records), 2),
-        **agg,
+        **{k: v for k, v in agg.items() if k != "collapsed"},
         **audit_tables(records, agg["deltas"]),
         "guarantees": guarantee_curves(records),
         "utility_curves": utility_curves(run_dir, records),
-        "metrics": {key: metric_info(key) for key in sorted({k for r in ok for k in r.metrics if _registered(k)})},
+        "metrics": {key: metric_info(key) for key in sorted({k for r in measured for k in r.metrics if _registered(k)})},
         "attribution": attribution_results(records),
         "canaries": canary_results(records),
-        "cells_table": [{"cell_id": r.cell_id, "label": r.spec.label, "status": r.status,
-                         "counts": None if r.counts is None else r.counts.model_dump(),
+        "cells_table": [{**_cell_row(r),
                          "metrics": {k: m.value for k, m in r.metrics.items()},
+                         "metric_n": {k: m.n for k, m in r.metrics.items()},
                          "model_calls": r.model_calls, "cache_hits": r.cache_hits,
                          "seconds": r.timings.get("total_s")} for r in records],
     }

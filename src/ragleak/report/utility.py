@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragleak.grid.store import CellRecord, RunStore
+from ragleak.grid.store import MEASURED, CellRecord, RunStore
 from ragleak.lcs import rouge_l
 from ragleak.report.cells import BASELINE, condition_key
 
@@ -27,12 +27,12 @@ def _answers(store: RunStore, cell_id: str) -> list[str | None] | None:
 
 
 def utility_curves(run_dir: Path, records: list[CellRecord]) -> list[dict[str, Any]]:
-    """One curve per ok cell whose defense logged per-query state (private-rag)."""
+    """One curve per measured (ok or partial) cell whose defense logged per-query state (private-rag)."""
     store = RunStore(Path(run_dir))
-    baselines = {condition_key(r): r for r in records if r.status == "ok" and r.spec.defense == BASELINE}
+    baselines = {condition_key(r): r for r in records if r.status in MEASURED and r.spec.defense == BASELINE}
     curves = []
     for r in records:
-        log = r.defense_state.get("log") if r.status == "ok" else None
+        log = r.defense_state.get("log") if r.status in MEASURED else None
         if not log:
             continue
         answers = _answers(store, r.cell_id) or []
