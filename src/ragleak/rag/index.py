@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -147,9 +148,7 @@ class PassageIndex:
                 f"not {embedder.name!r} (dim {embedder.dim}); rebuild it"
             )
         for name, expected in manifest["sha256"].items():
-            path = directory / name
-            if not path.exists():
-                raise IndexStoreError(f"corrupt index {directory}: {name} is missing; rebuild it")
+            path = member_file(directory, name)
             if sha256_file(path) != expected:
                 raise IndexStoreError(f"corrupt index {directory}: {name} does not match its checksum; rebuild it")
         index = cls(embedder, manifest.get("metadata"))
@@ -179,6 +178,7 @@ def read_manifest(directory: Path) -> dict:
     path = directory / MANIFEST
     if not path.exists():
         raise IndexStoreError(f"{directory} is not a ragleak index: {MANIFEST} is missing")
+    member_file(directory, MANIFEST)  # a regular file inside the folder (not a link to /dev/zero)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -190,7 +190,33 @@ def read_manifest(directory: Path) -> dict:
         raise IndexStoreError(
             f"index {directory} has schema version {manifest['schema_version']}, this ragleak reads {INDEX_SCHEMA_VERSION}; rebuild it"
         )
+    checksums = manifest["sha256"]
+    if not isinstance(checksums, dict) or not {FAISS_FILE, PASSAGES_FILE} <= set(checksums):
+        raise IndexStoreError(f"corrupt index {directory}: {MANIFEST} lacks the checksums of {FAISS_FILE} "
+                              f"and {PASSAGES_FILE}; rebuild it")
     return manifest
+
+
+def member_file(directory: Path, name: object) -> Path:
+    """The path of a file a manifest names, which must be a regular file inside ``directory``:
+    a plain name (no folder part, ``..`` or absolute path), not a symlink leading outside, not a
+    device or FIFO (reading ``/dev/zero`` never ends)."""
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise IndexStoreError(f"corrupt index {directory}: the manifest names {str(name)[:80]!r}, "
+                              "not a file inside the index folder; rebuild it")
+    path = directory / name
+    try:
+        inside = path.resolve(strict=True).is_relative_to(directory.resolve(strict=True))
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise IndexStoreError(f"corrupt index {directory}: {name} is missing; rebuild it") from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise IndexStoreError(f"corrupt index {directory}: cannot open {name} ({exc}); rebuild it") from None
+    if not inside:
+        raise IndexStoreError(f"corrupt index {directory}: {name} links outside the index folder; rebuild it")
+    if not stat.S_ISREG(mode):
+        raise IndexStoreError(f"corrupt index {directory}: {name} is not a regular file; rebuild it")
+    return path
 
 
 def _swap_into_place(staging: Path, directory: Path) -> None:
