@@ -52,14 +52,20 @@ def index_build(
     """Chunk a corpus, embed it and write a FAISS index directory (atomically)."""
     from ragleak.stack import Stack
 
+    from ragleak.cli.progress import embedding_progress
+
     cfg = _config(config)
     t0 = time.perf_counter()
-    index = Stack(cfg).index_corpus(source, seed=seed)
+    with embedding_progress(err_console) as progress:
+        index = Stack(cfg).index_corpus(source, seed=seed, progress=progress)
     index.save(out)
+    seconds = time.perf_counter() - t0
     info = {"index": str(out), "documents": len(index.doc_ids), "passages": len(index),
-            "embedder": index.embedder.name, "seconds": round(time.perf_counter() - t0, 2)}
+            "embedder": index.embedder.name, "seconds": round(seconds, 2),
+            "passages_per_s": round(len(index) / seconds, 1) if seconds > 0 else None}
     _emit(info, as_json, lambda d: console.print(
-        f"indexed {d['documents']} documents as {d['passages']} passages into {d['index']} in {d['seconds']}s"))
+        f"indexed {d['documents']} documents as {d['passages']} passages into {d['index']} in {d['seconds']}s "
+        f"({d['passages_per_s']} passages/s)"))
 
 
 @index_app.command("info")

@@ -20,7 +20,7 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 from pydantic import ValidationError
@@ -34,6 +34,10 @@ INDEX_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 FAISS_FILE = "index.faiss"
 PASSAGES_FILE = "passages.jsonl"
+EMBED_SLICE = 256  # passages embedded between two progress reports (a second or two on 2 cores)
+
+#: ``progress(done, total)``: passages embedded so far, of how many (the CLI draws a bar from it)
+Progress = Callable[[int, int], None]
 
 
 class PassageIndex:
@@ -49,12 +53,15 @@ class PassageIndex:
 
     # -- building -------------------------------------------------------------------------
     @classmethod
-    def build(cls, passages: Sequence[Passage], embedder: Embedder, metadata: dict | None = None) -> "PassageIndex":
+    def build(cls, passages: Sequence[Passage], embedder: Embedder, metadata: dict | None = None,
+              progress: Progress | None = None) -> "PassageIndex":
         index = cls(embedder, metadata)
-        index.add(passages)
+        index.add(passages, progress)
         return index
 
-    def add(self, passages: Sequence[Passage]) -> None:
+    def add(self, passages: Sequence[Passage], progress: Progress | None = None) -> None:
+        """Embed and add ``passages``, in slices of ``EMBED_SLICE``; ``progress(done, total)`` is
+        called after each slice (and once with ``(0, total)`` before the first)."""
         passages = list(passages)
         seen = set(self._by_passage_id)
         for p in passages:
@@ -63,7 +70,14 @@ class PassageIndex:
             seen.add(p.id)
         if not passages:
             return
-        vectors = self.embedder.encode([p.text for p in passages])
+        if progress is not None:
+            progress(0, len(passages))
+        parts = []
+        for start in range(0, len(passages), EMBED_SLICE):
+            parts.append(self.embedder.encode([p.text for p in passages[start : start + EMBED_SLICE]]))
+            if progress is not None:
+                progress(min(start + EMBED_SLICE, len(passages)), len(passages))
+        vectors = np.concatenate(parts, axis=0)
         ids = np.arange(self._next_id, self._next_id + len(passages), dtype=np.int64)
         self._faiss.add_with_ids(vectors, ids)
         for i, p in zip(ids.tolist(), passages):
