@@ -27,7 +27,7 @@ from ragleak.rag.cache import CachedGenerator, GenerationCache, move_cache_aside
 from ragleak.rag.embedder import Embedder, make_embedder
 from ragleak.files import ragleak_home
 from ragleak.rag.generator import LlamaCppGenerator
-from ragleak.rag.index import PassageIndex
+from ragleak.rag.index import PassageIndex, Progress
 from ragleak.records import Document, digest
 
 if TYPE_CHECKING:
@@ -85,8 +85,10 @@ class Stack:
         name, threads = self.config.embedder, self.config.n_threads or 1
         return _memo(("embedder", name, threads), lambda: make_embedder(name, n_threads=threads))
 
-    def index(self, documents: Sequence[Document], metadata: dict | None = None) -> PassageIndex:
-        """A FAISS index over ``documents`` chunked as the config says (memoised by content)."""
+    def index(self, documents: Sequence[Document], metadata: dict | None = None,
+              progress: Progress | None = None) -> PassageIndex:
+        """A FAISS index over ``documents`` chunked as the config says (memoised by content);
+        ``progress(done, total)`` follows the embedding of the passages."""
         c = self.config
         key = ("index", digest([d.model_dump(mode="json") for d in documents]), c.chunk_words, c.chunk_overlap,
                c.embedder, digest(metadata or {}))
@@ -96,11 +98,11 @@ class Stack:
             if not passages:
                 raise CorpusError("the corpus has no text to index (empty corpus)")
             meta = {"chunk_words": c.chunk_words, "chunk_overlap": c.chunk_overlap, **(metadata or {})}
-            return PassageIndex.build(passages, self.embedder(), meta)
+            return PassageIndex.build(passages, self.embedder(), meta, progress)
 
         return _memo(key, build)
 
-    def index_corpus(self, source: str, seed: int | None = None) -> PassageIndex:
+    def index_corpus(self, source: str, seed: int | None = None, progress: Progress | None = None) -> PassageIndex:
         """Load the corpus ``source`` (a registered name or a folder of the user's files; ``seed``
         applies to a synthetic corpus, not to files) and index it; the index metadata records the
         source and seed."""
@@ -109,7 +111,7 @@ class Stack:
         metadata: dict = {"source": str(source)}
         if seed is not None:
             metadata["seed"] = seed
-        return self.index(documents, metadata)
+        return self.index(documents, metadata, progress)
 
     def load_index(self, directory: Path) -> PassageIndex:
         return PassageIndex.load(Path(directory), self.embedder())

@@ -79,3 +79,55 @@ def test_manifest_counts(tmp_path, embedder):
     PassageIndex.build(_passages(), embedder).save(tmp_path / "idx")
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
     assert manifest["passages"] == 6 and manifest["documents"] == 6 and manifest["embedder"] == "all-MiniLM-L6-v2"
+
+
+def _manifest_names(directory, names: dict):
+    path = directory / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["sha256"].update(names)
+    path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("name", ["../outside.txt", "/dev/zero", "sub/index.faiss", "..", ""])
+def test_manifest_names_outside_the_folder_are_refused(tmp_path, embedder, name):
+    PassageIndex.build(_passages(2), embedder).save(tmp_path / "idx")
+    (tmp_path / "outside.txt").write_text("not yours")
+    _manifest_names(tmp_path / "idx", {name: "0" * 64})
+    with pytest.raises(IndexStoreError, match="not a file inside the index folder") as info:
+        PassageIndex.load(tmp_path / "idx", embedder)
+    assert "\n" not in str(info.value)
+
+
+def test_symlinks_leading_out_and_special_files_are_refused(tmp_path, embedder):
+    import os
+
+    (tmp_path / "outside.txt").write_text("not yours")
+    cases = {"out.txt": lambda p: p.symlink_to(tmp_path / "outside.txt"),
+             "zero": lambda p: p.symlink_to("/dev/zero"),
+             "fifo": lambda p: os.mkfifo(p),
+             "loop": lambda p: p.symlink_to(p)}
+    messages = {"out.txt": "links outside", "zero": "links outside", "fifo": "not a regular file", "loop": "cannot open"}
+    for name, make in cases.items():
+        directory = tmp_path / f"idx-{name}"
+        PassageIndex.build(_passages(2), embedder).save(directory)
+        make(directory / name)
+        _manifest_names(directory, {name: "0" * 64})
+        with pytest.raises(IndexStoreError, match=messages[name]):
+            PassageIndex.load(directory, embedder)
+    # the manifest itself, swapped for a link to a device
+    directory = tmp_path / "idx-manifest"
+    PassageIndex.build(_passages(2), embedder).save(directory)
+    (directory / "manifest.json").unlink()
+    (directory / "manifest.json").symlink_to("/dev/zero")
+    with pytest.raises(IndexStoreError, match="links outside"):
+        PassageIndex.load(directory, embedder)
+
+
+def test_a_manifest_without_the_checksums_of_its_files_is_refused(tmp_path, embedder):
+    PassageIndex.build(_passages(2), embedder).save(tmp_path / "idx")
+    path = tmp_path / "idx" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["sha256"]["index.faiss"]
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(IndexStoreError, match="lacks the checksums"):
+        PassageIndex.load(tmp_path / "idx", embedder)

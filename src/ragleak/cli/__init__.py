@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ragleak.cli.attack import HeaderOpt, RetriesOpt, TimeoutOpt, parse_headers
 from ragleak.errors import RagleakError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
@@ -52,14 +53,20 @@ def index_build(
     """Chunk a corpus, embed it and write a FAISS index directory (atomically)."""
     from ragleak.stack import Stack
 
+    from ragleak.cli.progress import embedding_progress
+
     cfg = _config(config)
     t0 = time.perf_counter()
-    index = Stack(cfg).index_corpus(source, seed=seed)
+    with embedding_progress(err_console) as progress:
+        index = Stack(cfg).index_corpus(source, seed=seed, progress=progress)
     index.save(out)
+    seconds = time.perf_counter() - t0
     info = {"index": str(out), "documents": len(index.doc_ids), "passages": len(index),
-            "embedder": index.embedder.name, "seconds": round(time.perf_counter() - t0, 2)}
+            "embedder": index.embedder.name, "seconds": round(seconds, 2),
+            "passages_per_s": round(len(index) / seconds, 1) if seconds > 0 else None}
     _emit(info, as_json, lambda d: console.print(
-        f"indexed {d['documents']} documents as {d['passages']} passages into {d['index']} in {d['seconds']}s"))
+        f"indexed {d['documents']} documents as {d['passages']} passages into {d['index']} in {d['seconds']}s "
+        f"({d['passages_per_s']} passages/s)"))
 
 
 @index_app.command("info")
@@ -87,6 +94,9 @@ def ask(
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="ask an HTTP endpoint instead of the built-in pipeline"),
     request_template: str = typer.Option('{"query": "{query}"}', help="JSON request body for --endpoint, with {query}"),
     answer_path: str = typer.Option("answer", help="JSON path to the answer in the endpoint's response"),
+    timeout: float = TimeoutOpt,
+    retries: int = RetriesOpt,
+    header: Optional[list[str]] = HeaderOpt,
     defense: str = typer.Option("none", help="defense name"),
     model: Optional[str] = typer.Option(None, help="model name (see `ragleak models`)"),
     trace: bool = typer.Option(False, "--trace", help="show the hook trace"),
@@ -100,7 +110,8 @@ def ask(
     if endpoint is not None:
         from ragleak.rag.target import HttpTarget
 
-        response = HttpTarget(endpoint, request_template=request_template, answer_path=answer_path).answer(question)
+        response = HttpTarget(endpoint, request_template=request_template, answer_path=answer_path, timeout_s=timeout,
+                              retries=retries, headers=parse_headers(header)).answer(question)
         _emit({"answer": response.answer}, as_json, lambda d: console.print(d["answer"]))
         return
     from ragleak.defenses import make_defense

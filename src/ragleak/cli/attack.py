@@ -40,6 +40,24 @@ def _params(text: Optional[str]) -> dict:
     return value
 
 
+def parse_headers(values: Optional[list[str]]) -> dict[str, str]:
+    """``--header "Name: value"`` options as a dict (credential headers are masked in all output)."""
+    headers = {}
+    for item in values or []:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header must look like 'Name: value', got {name.strip() or item[:20]!r}...")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+TimeoutOpt = typer.Option(60.0, "--timeout", help="seconds per HTTP attempt (--endpoint)")
+RetriesOpt = typer.Option(2, "--retries", help="retries after a connection error, timeout, HTTP 5xx or 429, with "
+                          "exponential backoff (0.5 s, doubling); other 4xx are not retried (--endpoint)")
+HeaderOpt = typer.Option(None, "--header", help="an HTTP header 'Name: value' for --endpoint (repeatable); "
+                         "credential headers and URL credentials are masked in everything written")
+
+
 def attack_command(
     name: str = typer.Argument(..., help="attack name (ps, pm, canary, mi, rag-thief, deal, ikea)"),
     index: Optional[Path] = typer.Option(None, "--index", help="index directory (the built-in pipeline)"),
@@ -48,6 +66,9 @@ def attack_command(
                                          help="JSON request body for --endpoint, with {query} (and {history})"),
     answer_path: str = typer.Option("answer", help="JSON path to the answer in the endpoint's response"),
     retrieved_ids_path: Optional[str] = typer.Option(None, help="JSON path to retrieved ids, if the endpoint exposes them"),
+    timeout: float = TimeoutOpt,
+    retries: int = RetriesOpt,
+    header: Optional[list[str]] = HeaderOpt,
     defense: str = typer.Option("none", "--defense", help="defense name (built-in pipeline only)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="query budget (default: the attack's)"),
     seed: int = typer.Option(0, "--seed", help="attack seed"),
@@ -83,7 +104,8 @@ def attack_command(
         from ragleak.rag.target import HttpTarget
 
         target = HttpTarget(endpoint, request_template=request_template, answer_path=answer_path,
-                            retrieved_ids_path=retrieved_ids_path)
+                            retrieved_ids_path=retrieved_ids_path, timeout_s=timeout, retries=retries,
+                            headers=parse_headers(header))
     else:
         from ragleak.defenses import make_defense
         from ragleak.rag.target import PipelineTarget
@@ -101,3 +123,9 @@ def attack_command(
 
         Console().print(f"{summary['attack']}: {summary['queries']} queries ({summary['errors']} failed), "
                         f"{summary['extracted']} extracted items -> {summary['out']} in {summary['seconds']}s")
+    if transcript.budget > 0 and not transcript.answered:
+        # nothing was measured: a run that only failed must not pass for one that found no leakage
+        first = next((q.error for q in transcript.queries if q.error), "no query was sent")
+        sys.stderr.write(f"error: {transcript.attack}: 0 of {len(transcript.queries)} queries answered "
+                         f"(first error: {first}); transcript written to {out}\n")
+        raise typer.Exit(1)

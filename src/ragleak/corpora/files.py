@@ -5,6 +5,11 @@ Supported files: ``.txt`` and ``.md`` (one Document per file), ``.jsonl`` (one p
 ``text`` column required, ``id`` optional, other columns become metadata). The text field or
 column can be renamed with ``text_column``. Hidden files and folders are skipped.
 
+Big inputs: ``.jsonl`` and ``.csv`` files are streamed line by line (memory holds the documents,
+never a whole file's text as well); a ``.txt``/``.md`` file is one document and is read whole. A
+file above ``LARGE_FILE_MB`` MB, or a corpus above it in total, is logged as a warning (the CLI
+shows it) saying what that costs.
+
 Every problem is a ``CorpusError`` naming the file (and the line or CSV row): a non-UTF-8 file
 (with the offending byte offset), a malformed JSONL line, a CSV without the text column, a
 folder without supported files, duplicate ids, or a corpus whose documents are all empty. The
@@ -14,11 +19,10 @@ loader returns every document or raises: never a partial corpus.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import logging
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 from pydantic import Field
 
@@ -31,6 +35,8 @@ log = logging.getLogger(__name__)
 TEXT_SUFFIXES = (".txt", ".md")
 SUFFIXES = (".txt", ".md", ".jsonl", ".csv")
 _BOM = b"\xef\xbb\xbf"
+LARGE_FILE_MB = 20  # above this (one file, or the corpus in total) loading and indexing take minutes
+_MB = 2**20
 
 
 class FilesParams(CorpusParams):
@@ -63,6 +69,7 @@ class Files(Corpus):
         else:
             raise CorpusError(f"{root}: no such file or folder")
 
+        warn_if_large(files, root)
         docs: list[Document] = []
         origin: dict[str, str] = {}
         n_empty = 0
@@ -82,20 +89,17 @@ class Files(Corpus):
             log.warning("%s: skipped %d empty documents", root, n_empty)
         return docs
 
-    def _read(self, path: Path, rel: str) -> list[tuple[Document, str]]:
-        text = read_utf8(path)
+    def _read(self, path: Path, rel: str) -> Iterator[tuple[Document, str]]:
         suffix = path.suffix.lower()
         if suffix in TEXT_SUFFIXES:
-            return [(Document(id=rel, text=text, metadata={"source": rel}), str(path))]
+            return iter([(Document(id=rel, text=read_utf8(path), metadata={"source": rel}), str(path))])
         if suffix == ".jsonl":
-            return self._jsonl(path, rel, text)
-        return self._csv(path, rel, text)
+            return self._jsonl(path, rel)
+        return self._csv(path, rel)
 
-    def _jsonl(self, path: Path, rel: str, text: str) -> list[tuple[Document, str]]:
+    def _jsonl(self, path: Path, rel: str) -> Iterator[tuple[Document, str]]:
         params: FilesParams = self.params  # type: ignore[assignment]
-        out: list[tuple[Document, str]] = []
-        for line_no, line in enumerate(text.split("\n"), start=1):
-            # split on \n only: str.splitlines would also cut at U+2028 inside a JSON string
+        for line_no, line in enumerate(utf8_lines(path), start=1):
             if not line.strip():
                 continue
             where = f"{path}:{line_no}"
@@ -115,12 +119,11 @@ class Files(Corpus):
                 raise CorpusError(f"{where}: field {params.id_column!r} must be a non-empty string or integer")
             doc_id = str(raw_id) if raw_id is not None else f"{rel}:{line_no}"
             metadata = {"source": rel, **{str(k): _meta_value(v) for k, v in row.items()}}
-            out.append((Document(id=doc_id, text=body, metadata=metadata), where))
-        return out
+            yield Document(id=doc_id, text=body, metadata=metadata), where
 
-    def _csv(self, path: Path, rel: str, text: str) -> list[tuple[Document, str]]:
+    def _csv(self, path: Path, rel: str) -> Iterator[tuple[Document, str]]:
         params: FilesParams = self.params  # type: ignore[assignment]
-        reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+        reader = csv.DictReader(utf8_lines(path), strict=True)
         try:
             header = reader.fieldnames
         except csv.Error as exc:
@@ -130,7 +133,6 @@ class Files(Corpus):
         if params.text_column not in header:
             raise CorpusError(f"{path}: CSV has no {params.text_column!r} column (columns: {', '.join(header)}); "
                               "name the text column with text_column")
-        out: list[tuple[Document, str]] = []
         row_no = 0
         try:
             for row in reader:
@@ -142,10 +144,9 @@ class Files(Corpus):
                 body = values.pop(params.text_column)
                 raw_id = values.pop(params.id_column, "")
                 doc_id = raw_id if raw_id else f"{rel}:{row_no}"
-                out.append((Document(id=doc_id, text=body, metadata={"source": rel, **values}), where))
+                yield Document(id=doc_id, text=body, metadata={"source": rel, **values}), where
         except csv.Error as exc:
             raise CorpusError(f"{path}: malformed CSV at line {reader.line_num}: {exc}") from exc
-        return out
 
 
 def supported_files(root: Path) -> list[Path]:
@@ -160,6 +161,47 @@ def supported_files(root: Path) -> list[Path]:
         elif path.is_file():
             log.debug("%s: unsupported file type; skipped", path)
     return sorted(found, key=lambda p: p.relative_to(root).parts)
+
+
+def warn_if_large(files: list[Path], root: Path) -> None:
+    """Log a warning for each file above ``LARGE_FILE_MB`` MB and for a corpus above it in total."""
+    total = 0
+    for path in files:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue  # reading it reports the problem
+        total += size
+        if size > LARGE_FILE_MB * _MB:
+            how = ("read whole into memory (one document per .txt/.md file)" if path.suffix.lower() in TEXT_SUFFIXES
+                   else "streamed line by line")
+            log.warning("%s is %.0f MB (above %d MB): %s; chunking and embedding it will take a while",
+                        path, size / _MB, LARGE_FILE_MB, how)
+    if len(files) > 1 and total > LARGE_FILE_MB * _MB:
+        log.warning("%s: %d files, %.0f MB in total (above %d MB); indexing will take a while",
+                    root, len(files), total / _MB, LARGE_FILE_MB)
+
+
+def utf8_lines(path: Path) -> Iterator[str]:
+    """The file's lines, streamed, decoded as UTF-8 with their line ends (a leading BOM dropped).
+    Lines end at ``\\n`` only (a U+2028 inside a JSON string stays inside its line); a bad byte is
+    a ``CorpusError`` with its byte offset and line, as ``read_utf8`` reports it."""
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with f:
+        offset = 0
+        for line_no, raw in enumerate(f, start=1):
+            skip = len(_BOM) if line_no == 1 and raw.startswith(_BOM) else 0
+            try:
+                yield raw[skip:].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad = offset + skip + exc.start
+                raise CorpusError(
+                    f"{path}: not UTF-8: invalid byte 0x{raw[skip + exc.start]:02x} at byte offset {bad} "
+                    f"(line {line_no}); re-save the file as UTF-8") from exc
+            offset += len(raw)
 
 
 def read_utf8(path: Path) -> str:

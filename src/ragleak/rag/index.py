@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 from pydantic import ValidationError
@@ -33,6 +34,10 @@ INDEX_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 FAISS_FILE = "index.faiss"
 PASSAGES_FILE = "passages.jsonl"
+EMBED_SLICE = 256  # passages embedded between two progress reports (a second or two on 2 cores)
+
+#: ``progress(done, total)``: passages embedded so far, of how many (the CLI draws a bar from it)
+Progress = Callable[[int, int], None]
 
 
 class PassageIndex:
@@ -48,12 +53,15 @@ class PassageIndex:
 
     # -- building -------------------------------------------------------------------------
     @classmethod
-    def build(cls, passages: Sequence[Passage], embedder: Embedder, metadata: dict | None = None) -> "PassageIndex":
+    def build(cls, passages: Sequence[Passage], embedder: Embedder, metadata: dict | None = None,
+              progress: Progress | None = None) -> "PassageIndex":
         index = cls(embedder, metadata)
-        index.add(passages)
+        index.add(passages, progress)
         return index
 
-    def add(self, passages: Sequence[Passage]) -> None:
+    def add(self, passages: Sequence[Passage], progress: Progress | None = None) -> None:
+        """Embed and add ``passages``, in slices of ``EMBED_SLICE``; ``progress(done, total)`` is
+        called after each slice (and once with ``(0, total)`` before the first)."""
         passages = list(passages)
         seen = set(self._by_passage_id)
         for p in passages:
@@ -62,7 +70,14 @@ class PassageIndex:
             seen.add(p.id)
         if not passages:
             return
-        vectors = self.embedder.encode([p.text for p in passages])
+        if progress is not None:
+            progress(0, len(passages))
+        parts = []
+        for start in range(0, len(passages), EMBED_SLICE):
+            parts.append(self.embedder.encode([p.text for p in passages[start : start + EMBED_SLICE]]))
+            if progress is not None:
+                progress(min(start + EMBED_SLICE, len(passages)), len(passages))
+        vectors = np.concatenate(parts, axis=0)
         ids = np.arange(self._next_id, self._next_id + len(passages), dtype=np.int64)
         self._faiss.add_with_ids(vectors, ids)
         for i, p in zip(ids.tolist(), passages):
@@ -147,9 +162,7 @@ class PassageIndex:
                 f"not {embedder.name!r} (dim {embedder.dim}); rebuild it"
             )
         for name, expected in manifest["sha256"].items():
-            path = directory / name
-            if not path.exists():
-                raise IndexStoreError(f"corrupt index {directory}: {name} is missing; rebuild it")
+            path = member_file(directory, name)
             if sha256_file(path) != expected:
                 raise IndexStoreError(f"corrupt index {directory}: {name} does not match its checksum; rebuild it")
         index = cls(embedder, manifest.get("metadata"))
@@ -179,6 +192,7 @@ def read_manifest(directory: Path) -> dict:
     path = directory / MANIFEST
     if not path.exists():
         raise IndexStoreError(f"{directory} is not a ragleak index: {MANIFEST} is missing")
+    member_file(directory, MANIFEST)  # a regular file inside the folder (not a link to /dev/zero)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -190,7 +204,33 @@ def read_manifest(directory: Path) -> dict:
         raise IndexStoreError(
             f"index {directory} has schema version {manifest['schema_version']}, this ragleak reads {INDEX_SCHEMA_VERSION}; rebuild it"
         )
+    checksums = manifest["sha256"]
+    if not isinstance(checksums, dict) or not {FAISS_FILE, PASSAGES_FILE} <= set(checksums):
+        raise IndexStoreError(f"corrupt index {directory}: {MANIFEST} lacks the checksums of {FAISS_FILE} "
+                              f"and {PASSAGES_FILE}; rebuild it")
     return manifest
+
+
+def member_file(directory: Path, name: object) -> Path:
+    """The path of a file a manifest names, which must be a regular file inside ``directory``:
+    a plain name (no folder part, ``..`` or absolute path), not a symlink leading outside, not a
+    device or FIFO (reading ``/dev/zero`` never ends)."""
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise IndexStoreError(f"corrupt index {directory}: the manifest names {str(name)[:80]!r}, "
+                              "not a file inside the index folder; rebuild it")
+    path = directory / name
+    try:
+        inside = path.resolve(strict=True).is_relative_to(directory.resolve(strict=True))
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise IndexStoreError(f"corrupt index {directory}: {name} is missing; rebuild it") from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise IndexStoreError(f"corrupt index {directory}: cannot open {name} ({exc}); rebuild it") from None
+    if not inside:
+        raise IndexStoreError(f"corrupt index {directory}: {name} links outside the index folder; rebuild it")
+    if not stat.S_ISREG(mode):
+        raise IndexStoreError(f"corrupt index {directory}: {name} is not a regular file; rebuild it")
+    return path
 
 
 def _swap_into_place(staging: Path, directory: Path) -> None:

@@ -5,7 +5,8 @@
   which may return ``(answer, retrieved_ids)`` or a dict with ``answer`` / ``retrieved_ids`` /
   ``refused`` (true where the target declined the query);
 * ``HttpTarget``      - a JSON endpoint: a request template with ``{query}``, a path to the answer
-  in the response, timeouts and retries with exponential backoff.
+  in the response, timeouts and retries with exponential backoff, credentials kept out of
+  everything it reports.
 
 Multi-turn use wraps any target in ``rag.conversation.Conversation``, which keeps the history.
 """
@@ -22,6 +23,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from ragleak.errors import EndpointError, TargetError
 from ragleak.rag.pipeline import RAGPipeline
+from ragleak.rag.redact import Redactor, redact_http_client_logs, redact_url
 from ragleak.records import TargetResponse, Turn
 
 log = logging.getLogger(__name__)
@@ -118,19 +120,42 @@ def _fill(template: Any, query: str, history: list[dict]) -> Any:
     return template
 
 
+#: Defaults of an HTTP target: a hanging endpoint costs at most about
+#: (retries + 1) * timeout + backoff * (2**retries - 1) seconds per query.
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_RETRIES = 2
+DEFAULT_BACKOFF_S = 0.5
+
+
 @dataclass
 class HttpTarget:
-    url: str
+    """A JSON endpoint. Each query is POSTed with ``timeout_s`` per attempt; connection errors,
+    timeouts, HTTP 5xx and 429 are retried up to ``retries`` times after an exponential backoff
+    (``backoff_s``, doubling); any other 4xx fails at once. Credentials in the URL or in
+    credential-carrying headers are masked (``***``) in the target's name, its errors and logs,
+    including where the server echoes them in an error body."""
+
+    url: str = field(repr=False)
     request_template: str = '{"query": "{query}"}'
     answer_path: str = "answer"
     retrieved_ids_path: str | None = None
-    timeout_s: float = 120.0
-    retries: int = 3
-    backoff_s: float = 0.5
-    headers: dict[str, str] = field(default_factory=dict)
-    name: str = "http"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retries: int = DEFAULT_RETRIES
+    backoff_s: float = DEFAULT_BACKOFF_S
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    name: str = ""
 
     def __post_init__(self) -> None:
+        self._redact = Redactor.for_endpoint(self.url, self.headers)
+        redact_http_client_logs(self._redact)
+        self.public_url = redact_url(self.url)
+        self.name = self._redact(self.name) if self.name else f"http:{self.public_url}"
+        if not self.timeout_s > 0:
+            raise EndpointError(f"timeout must be > 0 seconds, got {self.timeout_s}")
+        if self.retries < 0:
+            raise EndpointError(f"retries must be >= 0, got {self.retries}")
+        if self.backoff_s < 0:
+            raise EndpointError(f"backoff must be >= 0 seconds, got {self.backoff_s}")
         try:
             self._template = json.loads(self.request_template)
         except ValueError as exc:
@@ -142,29 +167,37 @@ class HttpTarget:
     def exposes_retrieved_ids(self) -> bool:
         return self.retrieved_ids_path is not None
 
+    def _body(self, r: Any) -> str:
+        # mask before cutting, so a cut never leaves part of a secret behind
+        return repr(self._redact(r.text)[:200])
+
     def answer(self, query: str, history: Sequence[Turn] = ()) -> TargetResponse:
         import httpx
 
         body = _fill(self._template, query, [t.model_dump() for t in history])
+        where = self.public_url
         last_error = "no attempt made"
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
                 r = httpx.post(self.url, json=body, headers=self.headers, timeout=self.timeout_s)
-            except httpx.TransportError as exc:
-                last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("attempt %d to %s failed: %s", attempt + 1, self.url, last_error)
+            except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                last_error = self._redact(f"{type(exc).__name__}: {exc}")
+                log.warning("attempt %d of %d to %s failed: %s", attempt + 1, self.retries + 1, where, last_error)
                 continue
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a bad URL, scheme or redirect loop: no retry
+                raise EndpointError(self._redact(f"cannot query {where}: {type(exc).__name__}: {exc}")) from None
             if r.status_code >= 500 or r.status_code == 429:
-                last_error = f"HTTP {r.status_code}: {r.text[:200]}"
+                last_error = f"HTTP {r.status_code}: {self._body(r)}"
+                log.warning("attempt %d of %d to %s failed: %s", attempt + 1, self.retries + 1, where, last_error)
                 continue
             if r.status_code >= 400:
-                raise EndpointError(f"{self.url} answered HTTP {r.status_code}: {r.text[:200]}")
+                raise EndpointError(f"{where} answered HTTP {r.status_code}: {self._body(r)}")
             try:
                 payload = r.json()
-            except ValueError as exc:
-                raise EndpointError(f"{self.url} did not answer JSON: {r.text[:200]!r}") from exc
+            except ValueError:
+                raise EndpointError(f"{where} did not answer JSON: {self._body(r)}") from None
             answer = json_path(payload, self.answer_path)
             if not isinstance(answer, str):
                 raise EndpointError(f"{self.answer_path!r} in the response is {type(answer).__name__}, not a string")
@@ -175,4 +208,4 @@ class HttpTarget:
                     raise EndpointError(f"{self.retrieved_ids_path!r} in the response is not a list")
                 ids = [str(i) for i in raw]
             return TargetResponse(query=query, answer=answer, retrieved_ids=ids)
-        raise EndpointError(f"could not reach {self.url} after {self.retries + 1} attempts: {last_error}")
+        raise EndpointError(f"could not reach {where} after {self.retries + 1} attempts: {last_error}")

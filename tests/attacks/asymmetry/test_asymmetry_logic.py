@@ -5,6 +5,8 @@ the Attack subclass end to end."""
 from __future__ import annotations
 
 import json
+import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from sklearn.metrics import roc_auc_score
 
 from ragleak.attacks import Attack, Transcript
 from ragleak.attacks.asymmetry.attack import KnowledgeAsymmetryAttack
-from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, select_feature_set, sidecar_path, split_by_query
+from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, MLPWeights, design, select_feature_set, split_by_query
 from ragleak.attacks.asymmetry.labels import attribution_label, context_passages, lcs_length, rouge_l_recall
 from ragleak.attacks.asymmetry.probe import Observation
 from ragleak.attacks.asymmetry.query import make_q1, make_query
@@ -141,16 +143,60 @@ def test_classifier_learns_low_score_means_private_and_round_trips(tmp_path):
     assert report["auc"]["value"] > 0.9
     low, high = clf.predict_proba([SentenceScore("x y z", 0, "m", "neutral", 0, 1, 0, s) for s in (0.1, 0.9)])
     assert low > 0.5 > high
-    path = clf.save(tmp_path / "m.joblib")
-    meta = json.loads(sidecar_path(path).read_text())
+    path = clf.save(tmp_path / "m.json")
+    meta = json.loads(path.read_text())
     assert meta["hyperparameters"]["feature_set"] == "paper" and meta["training"]["n_queries"] == len(train)
+    assert [len(c) for c in meta["weights"]["coefs"]] == [1, 16, 8]  # plain arrays: features -> 16 -> 8 -> 1
     again = AsymmetryClassifier.load(path)
     probe = [s for o in test for s in o.sentences]
     assert again.predict_proba(probe).tolist() == clf.predict_proba(probe).tolist()
-    meta["sklearn"] = "0.0"
-    sidecar_path(path).write_text(json.dumps(meta))
+    meta["schema_version"] = 1
+    path.write_text(json.dumps(meta))
     with pytest.raises(ConfigError, match="retrain"):
         AsymmetryClassifier.load(path)
+    meta["schema_version"], meta["weights"]["coefs"][1] = 2, [[0.0] * 7] * 16  # a layer of the wrong shape
+    path.write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="do not fit"):
+        AsymmetryClassifier.load(path)
+
+
+@pytest.mark.parametrize("feature_set", ["paper", "extended"])
+def test_numpy_forward_pass_equals_sklearns(feature_set):
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = design(scripted_observations(15, seed=3), feature_set)
+    pipe = make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(16, 8), max_iter=300, random_state=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence is not the point here
+        pipe.fit(X, y)
+    sample = np.random.default_rng(4).normal(size=(50, X.shape[1])) * 2 + X.mean(axis=0)
+    ours = MLPWeights.from_sklearn(pipe).predict_proba(sample)
+    np.testing.assert_allclose(ours, pipe.predict_proba(sample)[:, 1], rtol=1e-12, atol=1e-15)
+
+
+def test_a_pickle_classifier_path_is_refused_and_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))  # unpickling would create the marker file
+
+    for name in ("model.joblib", "model.json", "model.bin"):  # by suffix and by content alike
+        path = tmp_path / name
+        path.write_bytes(pickle.dumps(Payload(), protocol=4))
+        attack = KnowledgeAsymmetryAttack(classifier_path=str(path), nli="none")
+        with pytest.raises(ConfigError) as info:
+            AsymmetryClassifier.load(path)
+        message = str(info.value)
+        assert "pickle" in message and "\n" not in message
+        with pytest.raises(ConfigError, match="pickle"):
+            attack.run(CallableTarget(lambda q: "an answer."), parts_context(), budget=1)
+    assert not marker.exists()
+    for bad, match in ((tmp_path, "not a regular file"), (tmp_path / "none.json", "does not exist")):
+        with pytest.raises(ConfigError, match=match):
+            AsymmetryClassifier.load(bad)
 
 
 def test_classifier_refuses_one_class_and_unlabelled_data():

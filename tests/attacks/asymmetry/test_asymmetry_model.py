@@ -49,7 +49,7 @@ def test_held_out_auc_beats_chance_by_more_than_its_interval(corp_observations, 
     assert auc["low"] <= auc["value"] <= auc["high"]
     assert auc["value"] - 0.5 > auc["half_width"], (feature_set, cv, report)
     # the saved classifier scores the held-out sentences exactly as the trained one
-    path = clf.save(tmp_path / "asymmetry.joblib")
+    path = clf.save(tmp_path / "asymmetry.json")
     again = AsymmetryClassifier.load(path)
     for o in test:
         assert again.predict_proba(o.sentences).tolist() == clf.predict_proba(o.sentences).tolist()

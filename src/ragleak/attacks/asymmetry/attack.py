@@ -81,8 +81,9 @@ class KnowledgeAsymmetryAttack(Attack):
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p: AsymmetryParams = self.params  # type: ignore[assignment]
-        llm, embedder, nli = self._parts(ctx)
+        # the classifier file is checked first: a bad one stops the run before any model or query
         classifier = AsymmetryClassifier.load(p.classifier_path) if p.classifier_path else None
+        llm, embedder, nli = self._parts(ctx)
         threshold = self._threshold(classifier)
         keywords = list(p.keywords) or ([view.topic] if view.topic else [])
         if keywords:

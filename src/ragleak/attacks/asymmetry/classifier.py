@@ -11,10 +11,13 @@ solver="adam", learning_rate_init=1e-3)`` trained with binary cross-entropy (log
 labels y_i from ``labels.py``. Training and evaluation are split by *query*
 (``split_by_query``), never by sentence, so sentences of one answer never sit on both sides.
 
-Persistence: ``save(path)`` writes the fitted scikit-learn pipeline with joblib and a JSON
-sidecar ``<path>.json`` (feature set, hyper-parameters, scikit-learn version, training counts);
-``load`` refuses a model whose sidecar is missing or was written by another scikit-learn
-version. joblib files are pickles: load only files you wrote.
+Persistence: ``save(path)`` writes one JSON file: the feature set, hyper-parameters, training
+counts and the weights as plain arrays (scaler means and scales, each layer's coefficients and
+intercepts). ``load`` rebuilds the forward pass in numpy (``MLPWeights``), so no scikit-learn
+object is ever deserialised: a ``classifier_path`` in a grid config is data, never code. A
+pickle or joblib file is refused with a ``ConfigError`` before a byte of it is interpreted.
+JSON keeps every float64 exactly (shortest round-trip repr), so a loaded classifier scores
+exactly as the saved one.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import stat
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -74,6 +79,71 @@ def split_by_query(observations: Sequence[Observation], test_fraction: float = 0
             [o for i, o in enumerate(observations) if i in test])
 
 
+CLASSIFIER_KIND = "ragleak.asymmetry.classifier"
+CLASSIFIER_SCHEMA_VERSION = 2  # 1 was a joblib pickle with a JSON sidecar: refused, retrain
+# the first bytes of a pickle (protocol 2+ opcode), a zlib/gzip/bz2/xz/lzma-compressed joblib dump
+_PICKLE_MAGIC = (b"\x80", b"\x78", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x5d\x00")
+
+
+@dataclass(frozen=True)
+class MLPWeights:
+    """A fitted StandardScaler + ReLU MLP with a logistic output, as plain float64 arrays; its
+    ``predict_proba`` is scikit-learn's forward pass (``MLPClassifier._forward_pass_fast``)."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    coefs: tuple[np.ndarray, ...]
+    intercepts: tuple[np.ndarray, ...]
+
+    @classmethod
+    def from_sklearn(cls, pipeline) -> "MLPWeights":
+        scaler, mlp = pipeline[0], pipeline[-1]
+        if mlp.out_activation_ != "logistic" or mlp.activation != "relu":
+            raise ConfigError(f"expected a ReLU MLP with a logistic output, got {mlp.activation}/{mlp.out_activation_}")
+        return cls(np.asarray(scaler.mean_, dtype=np.float64), np.asarray(scaler.scale_, dtype=np.float64),
+                   tuple(np.asarray(c, dtype=np.float64) for c in mlp.coefs_),
+                   tuple(np.asarray(b, dtype=np.float64) for b in mlp.intercepts_))
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """P(class 1) for each row of ``X``."""
+        from scipy.special import expit
+
+        h = (np.asarray(X, dtype=np.float64) - self.mean) / self.scale
+        last = len(self.coefs) - 1
+        for i, (W, b) in enumerate(zip(self.coefs, self.intercepts)):
+            h = h @ W + b
+            if i < last:
+                h = np.maximum(h, 0.0)
+        return expit(h)[:, 0]
+
+    def to_json(self) -> dict:
+        return {"scaler_mean": self.mean.tolist(), "scaler_scale": self.scale.tolist(),
+                "coefs": [c.tolist() for c in self.coefs], "intercepts": [b.tolist() for b in self.intercepts]}
+
+    @classmethod
+    def from_json(cls, data: dict, n_features: int, where: Path) -> "MLPWeights":
+        try:
+            weights = cls(np.array(data["scaler_mean"], dtype=np.float64), np.array(data["scaler_scale"], dtype=np.float64),
+                          tuple(np.array(c, dtype=np.float64) for c in data["coefs"]),
+                          tuple(np.array(b, dtype=np.float64) for b in data["intercepts"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: malformed classifier weights ({type(exc).__name__}: {exc})") from None
+        weights._check(n_features, where)
+        return weights
+
+    def _check(self, n_features: int, where: Path) -> None:
+        shapes_ok = (self.mean.shape == self.scale.shape == (n_features,) and self.coefs
+                     and len(self.coefs) == len(self.intercepts))
+        width = n_features
+        for W, b in zip(self.coefs, self.intercepts) if shapes_ok else ():
+            shapes_ok = shapes_ok and W.ndim == 2 and W.shape[0] == width and b.shape == (W.shape[1],)
+            width = W.shape[1] if W.ndim == 2 else -1
+        if not shapes_ok or width != 1:
+            raise ConfigError(f"{where}: classifier weights do not fit a {n_features}-feature MLP with one output")
+        if not all(np.isfinite(a).all() for a in (self.mean, self.scale, *self.coefs, *self.intercepts)):
+            raise ConfigError(f"{where}: classifier weights contain NaN or infinity")
+
+
 class AsymmetryClassifier:
     """Constructor stores hyper-parameters; ``fit`` trains; ``predict_proba`` gives P(private)."""
 
@@ -111,7 +181,7 @@ class AsymmetryClassifier:
             model.fit(X, y)
         for w in caught:
             log.warning("classifier training: %s", w.message)
-        self.model = model
+        self.model = MLPWeights.from_sklearn(model)
         self.training = {"n_queries": len(observations), "n_sentences": int(len(y)), "n_private": int(y.sum())}
         return self
 
@@ -121,7 +191,7 @@ class AsymmetryClassifier:
         if not sentences:
             return np.zeros(0)
         X = np.array([feature_row(s, FEATURE_SETS[self.feature_set]) for s in sentences], dtype=np.float64)
-        return self.model.predict_proba(X)[:, 1]
+        return self.model.predict_proba(X)
 
     def groups(self, observations: Sequence[Observation]) -> list[tuple[np.ndarray, np.ndarray]]:
         """``(y, P(private))`` per labelled observation, for ``ragleak.metrics.attribution.evaluate``."""
@@ -129,46 +199,62 @@ class AsymmetryClassifier:
                 if o.labels is not None and o.sentences]
 
     def save(self, path: Path) -> Path:
-        import joblib
-        import sklearn
-
+        """Write the classifier as one JSON file (weights as plain arrays; see the module doc)."""
         if self.model is None:
             raise ConfigError("cannot save an unfitted classifier")
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        joblib.dump(self.model, tmp)
-        tmp.replace(path)
-        sidecar = {"kind": "ragleak.asymmetry.classifier", "schema_version": 1, "sklearn": sklearn.__version__,
-                   "hyperparameters": self.hyperparameters(), "features": list(FEATURE_SETS[self.feature_set]),
-                   "training": self.training}
-        atomic_write_text(sidecar_path(path), json.dumps(sidecar, indent=2) + "\n")
+        document = {"kind": CLASSIFIER_KIND, "schema_version": CLASSIFIER_SCHEMA_VERSION,
+                    "hyperparameters": self.hyperparameters(), "features": list(FEATURE_SETS[self.feature_set]),
+                    "training": self.training, "weights": self.model.to_json()}
+        atomic_write_text(path, json.dumps(document) + "\n")
         return path
 
     @classmethod
     def load(cls, path: Path) -> "AsymmetryClassifier":
-        import joblib
-        import sklearn
-
+        """Read a classifier written by ``save``; anything else (a pickle or joblib file above all)
+        is a one-line ``ConfigError`` and is never executed."""
         path = Path(path)
-        meta_path = sidecar_path(path)
-        if not path.exists() or not meta_path.exists():
-            raise ConfigError(f"classifier {path} or its sidecar {meta_path} is missing")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("kind") != "ragleak.asymmetry.classifier":
-            raise ConfigError(f"{meta_path} is not an asymmetry-classifier sidecar")
-        if meta["sklearn"] != sklearn.__version__:
-            raise ConfigError(f"{path} was saved with scikit-learn {meta['sklearn']}, this is {sklearn.__version__}; retrain it")
-        hp = meta["hyperparameters"]
-        clf = cls(feature_set=hp["feature_set"], hidden=tuple(hp["hidden"]), learning_rate=hp["learning_rate"],
-                  alpha=hp["alpha"], max_iter=hp["max_iter"], seed=hp["seed"])
-        clf.model = joblib.load(path)
+        meta = _read_classifier_json(path)
+        if meta.get("schema_version") != CLASSIFIER_SCHEMA_VERSION:
+            raise ConfigError(f"{path} has classifier schema {meta.get('schema_version')}, this ragleak reads "
+                              f"{CLASSIFIER_SCHEMA_VERSION}; retrain it")
+        try:
+            hp = meta["hyperparameters"]
+            clf = cls(feature_set=hp["feature_set"], hidden=tuple(hp["hidden"]), learning_rate=hp["learning_rate"],
+                      alpha=hp["alpha"], max_iter=hp["max_iter"], seed=hp["seed"])
+            weights = meta["weights"]
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}: malformed classifier file (missing {exc})") from None
+        clf.model = MLPWeights.from_json(weights, len(FEATURE_SETS[clf.feature_set]), path)
         clf.training = meta.get("training", {})
         return clf
 
 
-def sidecar_path(path: Path) -> Path:
-    return Path(path).with_name(Path(path).name + ".json")
+_MAX_CLASSIFIER_BYTES = 64 * 2**20  # a (16, 8) MLP is a few kB; this bounds a wrong path's cost
+
+
+def _read_classifier_json(path: Path) -> dict:
+    try:
+        # checked before opening: a FIFO or a device (/dev/zero) would block or never end
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise ConfigError(f"classifier {path} is not a regular file")
+        if path.stat().st_size > _MAX_CLASSIFIER_BYTES:
+            raise ConfigError(f"classifier {path} is {path.stat().st_size} bytes; a classifier file is a few kB")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"classifier {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"classifier {path}: cannot read: {exc.strerror or exc}") from None
+    if path.suffix.lower() in (".pkl", ".pickle", ".joblib") or data.startswith(_PICKLE_MAGIC):
+        raise ConfigError(f"classifier {path} looks like a pickle/joblib file; ragleak never loads those (they can "
+                          "run code): retrain and save it with AsymmetryClassifier.save (JSON weights)")
+    try:
+        meta = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ConfigError(f"classifier {path} is not a ragleak classifier JSON file") from None
+    if not isinstance(meta, dict) or meta.get("kind") != CLASSIFIER_KIND:
+        raise ConfigError(f"classifier {path} is not a ragleak classifier JSON file (no kind {CLASSIFIER_KIND!r})")
+    return meta
 
 
 def select_feature_set(observations: Sequence[Observation], candidates: Sequence[str] = ("paper", "cosine", "extended"),
