@@ -45,7 +45,10 @@ def test_attack_on_a_dead_endpoint_records_every_failure(tmp_path):
     out = tmp_path / "t.json"
     result = ragleak("attack", "pm", "--endpoint", f"http://127.0.0.1:{_dead_port()}/ask", "--budget", "3",
                      "--seed", "5", "--out", str(out), "--json")
-    assert result.returncode == 0, result.stderr
+    # nothing was answered: exit 1 (a run that only failed is not a run that found no leakage),
+    # with the transcript written and the summary printed
+    assert result.returncode == 1, result.stderr
+    assert "0 of 3 queries answered" in result.stderr and "Traceback" not in result.stderr
     assert json.loads(result.stdout)["errors"] == 3
     transcript = Transcript.from_json(out.read_text())
     assert transcript.attack == "pm" and transcript.seed == 5 and transcript.errors == 3
