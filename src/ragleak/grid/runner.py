@@ -72,10 +72,13 @@ def run_grid(
     retry_errors: bool = False,
     address: str | None = None,
     progress: ProgressFn | None = None,
+    cells: list[CellSpec] | None = None,
 ) -> Progress:
+    """Run every unfinished cell of ``config`` (``cells``: its expansion, when the caller already
+    validated it). Every name and parameter is checked before the run folder is created."""
     if executor not in ("local", "ray"):
         raise ConfigError(f"unknown executor {executor!r}; use local or ray")
-    cells = config.expand()
+    cells = config.expand() if cells is None else cells
     store = RunStore(out)
     store.init(config, cells)
     todo = store.pending(cells, retry_errors=retry_errors)
@@ -136,7 +139,7 @@ def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | No
             ray.shutdown()
 
 
-def plan_summary(config: GridConfig) -> dict:
+def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dict:
     """What a dry run prints: the cells, and how many distinct generation streams they need.
 
     Two cells share every generation when they send the same queries through the same
@@ -146,15 +149,11 @@ def plan_summary(config: GridConfig) -> dict:
     """
     from ragleak.defenses import DEFENSES
 
-    cells = config.expand()
+    cells = config.expand() if cells is None else cells
     streams = set()
     for c in cells:
-        try:
-            cls = DEFENSES.get(c.defense)
-            hooks = set(cls.hooks)
-            eps = c.applied_epsilon
-        except Exception:  # an unimportable defense is reported by the run itself
-            hooks, eps = {"generate"}, c.epsilon
+        hooks = set(DEFENSES.get(c.defense).hooks)  # resolved by expand: every name is registered
+        eps = c.applied_epsilon
         path = "baseline" if hooks <= {"postprocess"} else (c.defense, tuple(sorted(c.defense_params.items())))
         streams.add((c.attack, c.corpus, c.mode, c.seed, c.budget, repr(c.stack), repr(c.attack_params),
                      repr(c.corpus_params), path, eps))
