@@ -15,13 +15,16 @@ from ragleak.records import canonical_json
 
 
 def _build(kind: str, name: str, make) -> Any:
-    """``make()``, with any failure that is not already a user-facing error turned into one line."""
+    """``make()``; any failure becomes one line that names the plugin."""
+    prefix = f"{kind} {name!r}"
     try:
         return make()
-    except RagleakError:
-        raise
+    except RagleakError as exc:
+        if str(exc).startswith(prefix):
+            raise
+        raise type(exc)(f"{prefix}: {exc}") from exc
     except Exception as exc:  # a plugin constructor rejecting its parameters (ValueError, TypeError, ...)
-        raise ConfigError(f"{kind} {name!r}: invalid parameters: {type(exc).__name__}: {exc}") from exc
+        raise ConfigError(f"{prefix}: invalid parameters: {type(exc).__name__}: {exc}") from exc
 
 
 class Resolver:
