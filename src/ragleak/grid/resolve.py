@@ -44,23 +44,22 @@ class Resolver:
         """The attack's declared version, after building its ``Params``."""
         from ragleak.attacks import ATTACKS
 
-        def check() -> str:
-            cls = ATTACKS.get(name)
-            _build("attack", name, lambda: cls(**params))
-            return cls.version
-
-        return self._once(("attack", name, params), check)
+        return self._plugin("attack", ATTACKS, name, params)
 
     def defense(self, name: str, params: dict[str, Any]) -> str:
         """The defense's declared version, after constructing it with ``params`` (epsilon included)."""
         from ragleak.defenses import DEFENSES
 
+        return self._plugin("defense", DEFENSES, name, params)
+
+    def _plugin(self, kind: str, registry, name: str, params: dict[str, Any]) -> str:
         def check() -> str:
-            cls = DEFENSES.get(name)
-            _build("defense", name, lambda: cls(**params))
+            cls = registry.get(name)
+            # constructors store validated parameters only (the plugin contract): cheap to build
+            _build(kind, name, lambda: cls(**params))
             return cls.version
 
-        return self._once(("defense", name, params), check)
+        return self._once((kind, name, params), check)
 
     def corpus(self, name: str, params: dict[str, Any]) -> tuple[str, str]:
         """The corpus's declared version and the digest of every document it loads."""
