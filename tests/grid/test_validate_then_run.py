@@ -126,3 +126,16 @@ def test_a_folder_holding_results_of_another_grid_is_refused(tmp_path):
     with pytest.raises(RagleakError, match="holds results of a different grid"):
         store.init(new, new.expand())  # seed 0 only: cell 1 is outside the new plan
     assert store.record_path(cells[0].cell_id).exists()  # nothing removed on refusal
+
+
+def test_a_grid_that_keeps_every_finished_cell_may_grow_on_the_same_folder(tmp_path):
+    # ids are content-addressed: a finished cell the new grid also plans is that grid's result too
+    small = GridConfig(**BASE)
+    store = RunStore(tmp_path / "run")
+    (cell,) = small.expand()
+    store.init(small, [cell])
+    store.write_transcript(cell.cell_id, "{}")
+    grown = GridConfig(**{**BASE, "seeds": [0, 1]})
+    store.init(grown, grown.expand())
+    assert store.transcript_path(cell.cell_id).exists()
+    assert len(json.loads((store.root / "plan.json").read_text())["cell_ids"]) == 2
