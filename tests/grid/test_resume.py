@@ -48,7 +48,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     config.write_text(GRID)
     straight = tmp_path / "straight"
     proc = _grid(config, straight)
-    assert proc.wait(timeout=900) == 0, proc.stderr.read()
+    _, err = proc.communicate(timeout=900)  # communicate closes the pipe (a ResourceWarning otherwise)
+    assert proc.returncode == 0, err
 
     killed = tmp_path / "killed"
     proc = _grid(config, killed)
@@ -58,11 +59,12 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)
     assert 1 <= _finished(killed) < 4
 
     proc = _grid(config, killed)
-    assert proc.wait(timeout=900) == 0, proc.stderr.read()
+    _, err = proc.communicate(timeout=900)  # communicate closes the pipe (a ResourceWarning otherwise)
+    assert proc.returncode == 0, err
     lines = (killed / "cells.jsonl").read_text().splitlines()
     ids = [json.loads(line)["cell_id"] for line in lines]
     plan = json.loads((killed / "plan.json").read_text())["cell_ids"]

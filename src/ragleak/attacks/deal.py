@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ragleak.attacks.attacker import LLMAttackMixin, numbered_items
 from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
@@ -64,6 +64,11 @@ class DealParams(AttackParams):
     optimizer_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     fallback_commands: tuple[str, ...] = FALLBACK_COMMANDS
     max_prompt_chars: int = Field(default=400, ge=20)
+
+    @model_validator(mode="after")
+    def _pool_exists(self) -> "DealParams":
+        load_pool(self.seed_pool, self.seed_pool_version)  # a bad pool name fails when the grid is planned
+        return self
 
 
 class Deal(LLMAttackMixin, Attack):

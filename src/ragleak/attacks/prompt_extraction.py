@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
 from ragleak.attacks.parsing import pii_items, split_chunks
@@ -38,6 +38,14 @@ class PromptExtractionParams(AttackParams):
     followups: str = "followups"
     followups_version: str = "1"
     min_chunk_chars: int = Field(default=40, ge=1)
+
+    @model_validator(mode="after")
+    def _pools_exist(self) -> "PromptExtractionParams":
+        # an unknown pool is a bad parameter: found when a grid is planned, not in every cell
+        load_pool(self.pool, self.pool_version)
+        if self.turns > 1:
+            load_pool(self.followups, self.followups_version)
+        return self
 
 
 def pool_order(n: int, seed: int) -> list[int]:

@@ -84,7 +84,7 @@ def attack_command(
     """Run one attack and write its transcript (every query, answer, trace, error and the attack's state)."""
     from ragleak.attacks import ATTACKS
     from ragleak.config import load_stack_config
-    from ragleak.files import atomic_write_text
+    from ragleak.files import atomic_write_text, check_output_file
     from ragleak.stack import Stack
 
     if (index is None) == (endpoint is None):
@@ -93,6 +93,7 @@ def attack_command(
         raise typer.BadParameter("--budget must be >= 0")
     if mode not in ("single", "multi"):
         raise typer.BadParameter("--mode must be single or multi")
+    check_output_file(out)  # before the first query: a bad --out must not cost the run its transcript
     attack_cls = ATTACKS.get(name)
     attack = attack_cls(**_params(params))
     corpus_view = _read_view(view)

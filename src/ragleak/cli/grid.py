@@ -29,15 +29,21 @@ def grid_command(
                                        help="move the run's generation cache aside and start a fresh one"),
 ) -> None:
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
+    from ragleak.files import check_output_dir
     from ragleak.grid.runner import plan_summary, run_grid
     from ragleak.grid.spec import load_grid_config
     from ragleak.grid.spec import preset as load_preset
 
     if (preset is None) == (config is None):
         raise ConfigError("give exactly one of --preset or --config")
+    if not dry_run and out is None:
+        raise ConfigError("--out is required unless --dry-run")
     grid = load_preset(preset) if preset else load_grid_config(config)
+    # validate, then run: every name resolved, every parameter model built and every corpus
+    # digested before the run folder exists, so a bad config writes nothing
+    cells = grid.expand()
     if dry_run:
-        plan = plan_summary(grid)
+        plan = plan_summary(grid, cells)
         if as_json:
             sys.stdout.write(json.dumps(plan, indent=2) + "\n")
         else:
@@ -46,8 +52,7 @@ def grid_command(
             console.print(f"{plan['cells']} cells; {plan['distinct_generation_streams']} distinct generation "
                           f"streams ({plan['shared_by_cache']} cells share another's generations via the cache)")
         return
-    if out is None:
-        raise ConfigError("--out is required unless --dry-run")
+    check_output_dir(out)
 
     def show(p) -> None:
         eta = "?" if p.eta_s is None else f"{p.eta_s:.0f}s"
@@ -55,7 +60,8 @@ def grid_command(
                       f"cache hit rate {p.cache_hit_rate:.0%}  ETA {eta}", highlight=False)
 
     state = run_grid(grid, out, executor=executor, workers=workers, retry_errors=retry_errors,
-                     address=address, progress=None if as_json else show, rebuild_cache=rebuild_cache)
+                     address=address, progress=None if as_json else show, rebuild_cache=rebuild_cache,
+                     cells=cells)
     result = {"out": str(out), "cells": state.total, "ran": state.ran, "errors": state.errors,
               "failed": state.failed, "partial": state.partial, "model_calls": state.model_calls, "cache_hits": state.cache_hits}
     if as_json:

@@ -11,7 +11,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ragleak.corpora.base import ENTITY_KEYS, Corpus, CorpusParams, check_unique_ids, planted_entities
+from ragleak.corpora.base import (ENTITY_KEYS, Corpus, CorpusParams, check_unique_ids, documents_digest,
+                                  planted_entities)
 from ragleak.errors import ConfigError
 from ragleak.records import Document
 from ragleak.registry import Registry
@@ -59,4 +60,4 @@ def load_corpus(name_or_path: str | Path, **params: Any) -> list[Document]:
     return docs
 
 
-__all__ = ["CORPORA", "ENTITY_KEYS", "Corpus", "CorpusParams", "load_corpus", "make_corpus", "planted_entities"]
+__all__ = ["CORPORA", "ENTITY_KEYS", "Corpus", "CorpusParams", "documents_digest", "load_corpus", "make_corpus", "planted_entities"]

@@ -8,6 +8,7 @@ which returns every document or raises ``CorpusError`` (never a partial corpus).
 
 from __future__ import annotations
 
+import hashlib
 import random
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Literal
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ragleak.errors import CorpusError
 from ragleak.params import build_params
-from ragleak.records import Document
+from ragleak.records import Document, canonical_json
 
 CorpusKind = Literal["synthetic", "public", "user"]
 
@@ -77,3 +78,14 @@ def check_unique_ids(docs: list[Document], source: str) -> None:
         if doc.id in seen:
             raise CorpusError(f"{source}: duplicate document id {doc.id!r}")
         seen.add(doc.id)
+
+
+def documents_digest(docs: list[Document]) -> str:
+    """SHA-256 over every document (id, text, metadata) in order: what a grid cell's id covers of
+    its corpus, so editing one document of a user's files changes every cell on that corpus."""
+    h = hashlib.sha256()
+    for doc in docs:
+        # canonical JSON escapes newlines, so one line per document is unambiguous
+        h.update(canonical_json(doc).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()

@@ -20,9 +20,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ragleak.attacks.base import Transcript
-from ragleak.corpora import load_corpus
+from ragleak.corpora import documents_digest, load_corpus
 from ragleak.defenses import DEFENSES
 from ragleak.defenses.base import Defense
+from ragleak.errors import CorpusError
 from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE, CellSpec
 from ragleak.grid.store import CellRecord, QueryCounts, RunStore
 from ragleak.metrics.base import MetricContext
@@ -43,10 +44,7 @@ def _engine() -> dict[str, str]:
 
 
 def _defense(spec: CellSpec):
-    params = dict(spec.defense_params)
-    if spec.epsilon_param is not None:
-        params[spec.epsilon_param] = spec.epsilon
-    return DEFENSES.get(spec.defense)(**params)
+    return DEFENSES.get(spec.defense)(**spec.defense_kwargs())
 
 
 def cell_stack(spec: CellSpec, run_dir: str | Path) -> Stack:
@@ -66,6 +64,9 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
     try:
         attack = ATTACKS.get(spec.attack)(**spec.attack_params)
         documents = load_corpus(spec.corpus, **spec.corpus_params)
+        if spec.corpus_digest is not None and documents_digest(documents) != spec.corpus_digest:
+            # the cell id pins the content it was planned on; never store results for other content
+            raise CorpusError(f"corpus {spec.corpus!r} changed since the grid was planned; run the grid again")
         indexed, view = attack.prepare_corpus(documents, spec.seed)
         index = stack.index(indexed)
         defense = _defense(spec)

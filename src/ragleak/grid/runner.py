@@ -80,13 +80,15 @@ def run_grid(
     address: str | None = None,
     progress: ProgressFn | None = None,
     rebuild_cache: bool = False,
+    cells: list[CellSpec] | None = None,
 ) -> Progress:
-    """Run the pending cells of ``config`` into ``out`` (one grid per folder at a time: a second
-    raises ``RunLockedError``). ``rebuild_cache`` moves the run's generation cache aside
-    first (the fix for an unreadable one)."""
+    """Run the unfinished cells of ``config`` into ``out`` (one grid per folder at a time: a second
+    raises ``RunLockedError``). ``cells``: its expansion, when the caller already validated it;
+    every name and parameter is checked before the run folder is created. ``rebuild_cache`` moves
+    the run's generation cache aside first (the fix for an unreadable one)."""
     if executor not in ("local", "ray"):
         raise ConfigError(f"unknown executor {executor!r}; use local or ray")
-    cells = config.expand()
+    cells = config.expand() if cells is None else cells
     with RunLock(out):
         return _run(config, cells, Path(out), executor, workers, retry_errors, address, progress, rebuild_cache)
 
@@ -159,7 +161,7 @@ def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | No
             ray.shutdown()
 
 
-def plan_summary(config: GridConfig) -> dict:
+def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dict:
     """What a dry run prints: the cells, and how many distinct generation streams they need.
 
     Two cells share every generation when they send the same queries through the same
@@ -169,15 +171,11 @@ def plan_summary(config: GridConfig) -> dict:
     """
     from ragleak.defenses import DEFENSES
 
-    cells = config.expand()
+    cells = config.expand() if cells is None else cells
     streams = set()
     for c in cells:
-        try:
-            cls = DEFENSES.get(c.defense)
-            hooks = set(cls.hooks)
-            eps = c.applied_epsilon
-        except Exception:  # an unimportable defense is reported by the run itself
-            hooks, eps = {"generate"}, c.epsilon
+        hooks = set(DEFENSES.get(c.defense).hooks)  # resolved by expand: every name is registered
+        eps = c.applied_epsilon
         path = "baseline" if hooks <= {"postprocess"} else (c.defense, tuple(sorted(c.defense_params.items())))
         streams.add((c.attack, c.corpus, c.mode, c.seed, c.budget, repr(c.stack), repr(c.attack_params),
                      repr(c.corpus_params), path, eps))

@@ -1,18 +1,20 @@
 """Grid specs: what to run, expanded into cells whose id is a hash of their full spec.
 
 A ``GridConfig`` (YAML or a preset) lists attacks, defenses, corpora, modes and epsilons plus the
-stack settings and seeds; ``expand`` takes the product. Every cell carries its *complete* spec
-(stack config included), so its id changes whenever anything that could change its result
-changes, and a rerun skips exactly the cells already finished.
+stack settings and seeds; ``expand`` validates every name and parameter, then takes the product.
+Every cell carries its *complete* spec: the stack config, the digest of its corpus's documents
+and the declared version of every plugin it runs (attack, defense, corpus, metrics). So its id
+changes whenever anything that could change its result changes (an edited corpus file, a
+plugin whose behaviour changed), and a rerun skips exactly the cells already finished.
 """
 
 from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragleak.config import StackConfig, load_yaml_model, validation_message
 from ragleak.errors import ConfigError
@@ -37,6 +39,9 @@ class CellSpec(BaseModel):
     defense_params: dict[str, Any] = Field(default_factory=dict)
     corpus_params: dict[str, Any] = Field(default_factory=dict)
     stack: StackConfig = StackConfig()
+    corpus_digest: str | None = Field(default=None, description="SHA-256 of the corpus's documents (set by expand)")
+    versions: dict[str, str] = Field(
+        default_factory=dict, description="'attack:ps', 'defense:none', 'corpus:files', 'metric:NAME' -> declared version")
 
     @property
     def cell_id(self) -> str:
@@ -59,6 +64,13 @@ class CellSpec(BaseModel):
         """The grid epsilon this cell's defense actually runs with (None where the axis is inert)."""
         return None if self.epsilon_param is None else self.epsilon
 
+    def defense_kwargs(self) -> dict[str, Any]:
+        """The defense's constructor parameters: ``defense_params`` plus the grid epsilon where it applies."""
+        params = dict(self.defense_params)
+        if self.epsilon_param is not None:
+            params[self.epsilon_param] = self.epsilon
+        return params
+
     @property
     def label(self) -> str:
         eps = "-" if self.epsilon is None else f"{self.epsilon:g}"
@@ -76,7 +88,8 @@ class GridConfig(BaseModel):
     epsilons: list[float | None] = Field(default_factory=lambda: [None], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     budget: int | None = Field(default=None, ge=1, description="queries per cell; None = each attack's default")
-    budgets: dict[str, int] = Field(default_factory=dict, description="per-attack budget, overriding `budget`")
+    budgets: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict, description="per-attack budget, overriding `budget`")
     attack_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     defense_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     corpus_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -93,17 +106,43 @@ class GridConfig(BaseModel):
                 raise ValueError(f"epsilon must be positive, got {v}")
         return values
 
+    @model_validator(mode="after")
+    def _keys_name_axis_values(self) -> "GridConfig":
+        # a per-plugin setting for a plugin the grid does not run is a typo that would silently do nothing
+        for field, axis in (("budgets", "attacks"), ("attack_params", "attacks"),
+                            ("defense_params", "defenses"), ("corpus_params", "corpora")):
+            unknown = sorted(set(getattr(self, field)) - set(getattr(self, axis)))
+            if unknown:
+                raise ValueError(f"{field} names {', '.join(map(repr, unknown))}, not in the grid's {axis} "
+                                 f"({', '.join(getattr(self, axis))})")
+        return self
+
     def expand(self) -> list[CellSpec]:
+        """Every cell, after resolving every name and building every parameter model (``ConfigError``
+        on the first bad one, before anything is written); each cell pins its corpus digest and
+        plugin versions."""
+        from ragleak.grid.resolve import Resolver
+
+        resolver = Resolver()
         cells = []
         for attack, defense, corpus, mode, eps, seed in itertools.product(
             self.attacks, self.defenses, self.corpora, self.modes, self.epsilons, self.seeds
         ):
-            cells.append(CellSpec(
-                attack=attack, defense=defense, corpus=corpus, mode=mode, epsilon=eps, seed=seed,
-                budget=self.budgets.get(attack, self.budget), attack_params=self.attack_params.get(attack, {}),
-                defense_params=self.defense_params.get(defense, {}),
-                corpus_params=self.corpus_params.get(corpus, {}), stack=self.stack,
-            ))
+            attack_params = self.attack_params.get(attack, {})
+            corpus_version, corpus_digest = resolver.corpus(corpus, self.corpus_params.get(corpus, {}))
+            try:
+                cell = CellSpec(
+                    attack=attack, defense=defense, corpus=corpus, mode=mode, epsilon=eps, seed=seed,
+                    budget=self.budgets.get(attack, self.budget), attack_params=attack_params,
+                    defense_params=self.defense_params.get(defense, {}),
+                    corpus_params=self.corpus_params.get(corpus, {}), stack=self.stack, corpus_digest=corpus_digest,
+                )
+            except ValidationError as exc:
+                raise ConfigError(validation_message(exc, f"grid cell {attack}/{defense}/{corpus}")) from exc
+            versions = {f"attack:{attack}": resolver.attack(attack, attack_params),
+                        f"defense:{defense}": resolver.defense(defense, cell.defense_kwargs()),
+                        f"corpus:{corpus}": corpus_version, **resolver.metrics()}
+            cells.append(cell.model_copy(update={"versions": versions}))
         ids = [c.cell_id for c in cells]
         if len(set(ids)) != len(ids):
             raise ConfigError("the grid lists the same cell twice (duplicate values in one of its axes)")

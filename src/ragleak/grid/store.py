@@ -33,6 +33,8 @@ from ragleak.records import digest
 
 log = logging.getLogger(__name__)
 
+log = logging.getLogger(__name__)
+
 CELL_SCHEMA_VERSION = 2  # 2: metrics are MetricResults from the registry (ragleak.metrics.compute); counts
 
 
@@ -126,7 +128,12 @@ class RunStore:
         self.corrupt: dict[str, str] = {}  # cell id -> what is wrong with its record file
 
     def init(self, config: GridConfig, cells: list[CellSpec]) -> None:
-        """Create the run directory, or check that an existing one holds the same grid."""
+        """Create the run directory, or check that an existing one holds the same grid.
+
+        A folder planned for another grid is taken over only when none of its cells outside this
+        grid produced a result (they are error records: a bad name, a bad parameter), so fixing a
+        config and rerunning on the same ``--out`` works; results of another grid are never mixed in.
+        """
         self.cells_dir.mkdir(parents=True, exist_ok=True)
         self.transcripts_dir.mkdir(parents=True, exist_ok=True)
         plan_path = self.root / "plan.json"
@@ -136,13 +143,25 @@ class RunStore:
                 old = json.loads(plan_path.read_text(encoding="utf-8"))
             except ValueError as exc:
                 raise RagleakError(f"{plan_path} is corrupt: {exc}") from exc
-            if sorted(old.get("cell_ids", [])) != sorted(ids):
-                raise RagleakError(
-                    f"{self.root} holds a different grid ({len(old.get('cell_ids', []))} cells); "
-                    "use a new --out directory, or the same config to resume"
-                )
-            return
+            if sorted(old.get("cell_ids", [])) == sorted(ids):
+                return
+            self._drop_stale_errors(set(ids))
         atomic_write_text(plan_path, json.dumps({"config": config.model_dump(mode="json"), "cell_ids": ids}, indent=2))
+
+    def _drop_stale_errors(self, keep: set[str]) -> None:
+        """Remove the error records of cells outside ``keep``; raise if any such cell holds a result."""
+        stale = [p for p in self.cells_dir.glob("*.json") if p.stem not in keep]
+        stale_results = [p for p in stale if (r := self.read(p.stem)) is None or r.status != "error"]
+        stale_results += [p for p in self.transcripts_dir.glob("*.json") if p.stem not in keep]
+        if stale_results:
+            raise RagleakError(
+                f"{self.root} holds results of a different grid ({len(stale_results)} files of cells not in this "
+                "one: the config, the corpus content or a plugin version differs); use a new --out directory, "
+                "or the same config and corpus to resume")
+        for path in stale:
+            path.unlink()
+        if stale:
+            log.warning("%s: removed %d error records of cells no longer in the grid", self.root, len(stale))
 
     def record_path(self, cell_id: str) -> Path:
         return self.cells_dir / f"{cell_id}.json"

@@ -73,6 +73,8 @@ class Metric:
     unit: ClassVar[str]
     channels: ClassVar[frozenset[Channel]]
     inputs: ClassVar[tuple[str, ...]]
+    #: Bumped (on the subclass) whenever the metric's behaviour changes: grid cell ids cover it.
+    version: ClassVar[str] = "1"
     #: True when a larger value means more leakage (the direction a defense should push it down).
     higher_is_leakier: ClassVar[bool] = True
     #: True when ``compute`` needs ``context.stack`` (an embedder): computed only where a stack is present.
