@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragleak.config import StackConfig, load_yaml_model, validation_message
+from ragleak.attacks.base import SessionMode
 from ragleak.errors import ConfigError
 from ragleak.records import digest
 
-Mode = Literal["single", "multi"]
 #: A cell where fewer than this share of queries got a response is ``failed`` (grid.store).
 DEFAULT_MIN_ANSWERED_SHARE = 0.8
 
@@ -31,7 +31,7 @@ class CellSpec(BaseModel):
     attack: str
     defense: str
     corpus: str
-    mode: Mode = "single"
+    mode: SessionMode = "single"
     epsilon: float | None = None
     seed: int = 0
     budget: int | None = Field(default=None, ge=1)
@@ -84,7 +84,7 @@ class GridConfig(BaseModel):
     attacks: list[str] = Field(min_length=1)
     defenses: list[str] = Field(min_length=1)
     corpora: list[str] = Field(min_length=1)
-    modes: list[Mode] = Field(default_factory=lambda: ["single"], min_length=1)
+    modes: list[SessionMode] = Field(default_factory=lambda: ["single"], min_length=1)
     epsilons: list[float | None] = Field(default_factory=lambda: [None], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     budget: int | None = Field(default=None, ge=1, description="queries per cell; None = each attack's default")
