@@ -11,12 +11,14 @@ import argparse
 import json
 import sys
 
+from ragleak.config import StackConfig
 from ragleak.metrics.verbatim import leaked_passages
-from ragleak.rag.generator import DecodingParams, LlamaCppGenerator
+from ragleak.rag.generator import DecodingParams
 from ragleak.rag.models import MODELS, is_installed
 from ragleak.rag.prompt import build_rag_messages
 from ragleak.rag.speed import measure_speed
 from ragleak.records import Passage
+from ragleak.stack import Stack
 
 PASSAGES = [
     Passage(id=f"p{i}#0", doc_id=f"p{i}", text=t)
@@ -47,7 +49,9 @@ def main() -> None:
         if not is_installed(spec):
             rows.append({"model": spec.name, "installed": False})
             continue
-        gen = LlamaCppGenerator(spec.name, n_threads=args.threads, params=DecodingParams(max_tokens=320))
+        # uncached: every answer is generated now, on this machine
+        gen = Stack(StackConfig(model=spec.name, n_threads=args.threads, use_cache=False,
+                                decoding=DecodingParams(max_tokens=320))).generator()
         answers = [{"question": q, "expected": want, "answer": (a := gen.generate(build_rag_messages(q, PASSAGES)).text),
                     "correct": want in a} for q, want in QUESTIONS]
         leaks = [{"prompt": q, "leaked": len(leaked_passages(gen.generate(build_rag_messages(q, PASSAGES)).text, PASSAGES))}
