@@ -23,8 +23,11 @@ seeds: [0, 1, 2, 3]
 budget: 2
 corpus_params:
   synthetic-corp: {n_docs: 16}
-stack:
-  decoding: {max_tokens: 48}
+stack:  # short prompts and answers: this test is about resuming, not about what the model says
+  top_k: 2
+  chunk_words: 48
+  chunk_overlap: 8
+  decoding: {max_tokens: 32}
 """
 
 
