@@ -8,9 +8,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from ragleak.cli.tables import column_title, render_table_one, render_table_two
+from ragleak.cli.tables import column_title, metrics_by_defense, number, render_table_one, render_table_two
 
 console = Console()
 
@@ -43,23 +44,20 @@ def report_command(
 
 
 def leakage_table(levels: list[dict]) -> Table:
-    """Defenses x metrics, each reading 'mean [low, high]' (one row per defense keeps it short)."""
-    metrics = sorted({r["metric"] for r in levels})
-    table = Table(title="leakage per defense: mean [95% bootstrap interval over cells; * over one cell's queries]")
-    table.add_column("defense")
-    for m in metrics:
-        table.add_column(column_title(m))
-    cells: dict[str, dict[str, str]] = {}
-    for r in levels:
+    """Metrics x defenses, each reading 'mean [low, high]'."""
+    by_key = {(r["metric"], r["defense"]): r for r in levels}
+
+    def text(metric: str, defense: str) -> str | None:
+        r = by_key.get((metric, defense))
+        if r is None:
+            return None
         if r["low"] is None:
-            text = f"{r['estimate']:.3g} (1 cell)"
-        else:
-            star = "*" if r.get("interval_over", "cells") != "cells" else ""
-            text = f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}]{star}"
-        cells.setdefault(r["defense"], {})[r["metric"]] = text
-    for defense, row in sorted(cells.items()):
-        table.add_row(defense, *[row.get(m, "-") for m in metrics])
-    return table
+            return f"{number(r['estimate']):.3g}\n(1 cell)"
+        star = "*" if r.get("interval_over", "cells") != "cells" else ""
+        return escape(f"{number(r['estimate']):.3g}\n[{number(r['low']):.3g}, {number(r['high']):.3g}]{star}")
+
+    return metrics_by_defense("leakage per defense: mean [95% bootstrap interval over cells; * over one cell's queries]",
+                              sorted({r["metric"] for r in levels}), sorted({r["defense"] for r in levels}), text)
 
 
 def fault_table(cells: list[dict]) -> Table:
