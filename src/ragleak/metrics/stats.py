@@ -19,6 +19,7 @@ With one (unique) run there is nothing to resample: the interval collapses to th
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Hashable, Sequence, TypeVar
 
@@ -143,7 +144,7 @@ def bootstrap_mean(
     arr = np.asarray(dedup_runs(list(values), fingerprints), dtype=float)
     if arr.size == 0:
         raise ValueError("bootstrap needs at least one run")
-    estimate = float(arr.mean())
+    estimate = math.fsum(arr.tolist()) / arr.size  # exact sum: deltas that cancel give 0, not 1e-17
     if arr.size == 1:
         return Interval(estimate, estimate, estimate, total, 1, n_resamples, confidence, seed)
     rng = np.random.default_rng(seed)
@@ -168,7 +169,9 @@ def paired_bootstrap_delta(
     """
     if len(treatment) != len(baseline):
         raise ValueError(f"paired bootstrap needs equal run counts, got {len(treatment)} and {len(baseline)}")
-    deltas = [float(t) - float(b) for t, b in zip(treatment, baseline)]
+    # rounded far below any reading's precision, so equal readings that arrived by different float
+    # paths (0.8333 - 0.6667 vs 0.6667 - 0.8333) cancel to exactly 0
+    deltas = [round(float(t) - float(b), 12) for t, b in zip(treatment, baseline)]
     return bootstrap_mean(deltas, fingerprints=fingerprints, n_resamples=n_resamples,
                           confidence=confidence, seed=seed)
 
