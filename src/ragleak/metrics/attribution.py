@@ -20,6 +20,7 @@ Channel: ``output`` (the released text).
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 import numpy as np
@@ -108,8 +109,9 @@ class _Attribution(Metric):
     thresholded: ClassVar[bool] = True
 
     @staticmethod
+    @abstractmethod
     def statistic(y: np.ndarray, x: np.ndarray) -> float:
-        raise NotImplementedError
+        """The sentence-level statistic (ESR, F1 or AUC) of labels ``y`` against ``x``."""
 
     def applies_to(self, transcript: "Transcript") -> bool:
         return "asymmetry" in transcript.scoring

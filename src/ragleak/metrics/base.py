@@ -20,6 +20,7 @@ record is ``"<metric>[<part>]"``.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -65,7 +66,7 @@ class MetricContext:
     seed: int = 0
 
 
-class Metric:
+class Metric(ABC):
     """Base class of the registered metrics."""
 
     name: ClassVar[str]
@@ -84,8 +85,9 @@ class Metric:
         """Whether ``transcript`` carries what this metric reads (default: any answered query)."""
         return True
 
+    @abstractmethod
     def compute(self, transcript: "Transcript", context: MetricContext) -> MetricResult:
-        raise NotImplementedError(f"metric {type(self).__name__} does not implement compute")
+        """This metric's reading on ``transcript`` (answered queries only; see MetricResult)."""
 
     @classmethod
     def describe(cls) -> dict[str, Any]:

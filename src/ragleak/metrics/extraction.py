@@ -22,6 +22,7 @@ Channel: ``output``.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
 
@@ -116,13 +117,10 @@ class _PerAnswer(Metric):
     channels = frozenset({"output"})
     inputs: ClassVar[tuple[str, ...]] = ("answers", "passages")
 
-    def per_answer(self, answer: str, sources: list[Passage], context: MetricContext) -> float:
-        raise NotImplementedError
-
+    @abstractmethod
     def score_rows(self, rows: list[tuple["QueryRecord", list[Passage]]],
                    context: MetricContext) -> tuple[list[float], dict[str, Any]]:
-        """The per-answer values, and details of the run (none by default)."""
-        return [self.per_answer(q.answer or "", sources, context) for q, sources in rows], {}
+        """One value per answered query (scored against its source chunks), and details of the run."""
 
     def compute(self, transcript: "Transcript", context: MetricContext) -> MetricResult:
         rows = answered_sources(transcript, context.passages)
@@ -164,8 +162,9 @@ class RougeLExtraction(_PerAnswer):
     title: ClassVar[str] = "ROUGE-L recall"
     unit: ClassVar[str] = "best ROUGE-L recall of a source chunk in the answer, mean over answered queries"
 
-    def per_answer(self, answer: str, sources: list[Passage], context: MetricContext) -> float:
-        return max((rouge_l(answer, p.text).recall for p in sources), default=0.0)
+    def score_rows(self, rows, context):
+        return [max((rouge_l(q.answer or "", p.text).recall for p in sources), default=0.0)
+                for q, sources in rows], {}
 
 
 class EmbeddingSimilarity(_PerAnswer):
@@ -184,10 +183,10 @@ class EmbeddingSimilarity(_PerAnswer):
                                 note="no stack in the metric context: no embedder")
         return super().compute(transcript, context)
 
-    def per_answer(self, answer: str, sources: list[Passage], context: MetricContext) -> float:
-        if not sources:
-            return 0.0
-        return float(embedding_similarity([answer], [p.text for p in sources], context.stack.embedder()).max())
+    def score_rows(self, rows, context):
+        embedder = context.stack.embedder()
+        return [float(embedding_similarity([q.answer or ""], [p.text for p in sources], embedder).max())
+                if sources else 0.0 for q, sources in rows], {}
 
 
 class RecoveredChunkRate(Metric):

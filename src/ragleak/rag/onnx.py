@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 
@@ -32,7 +33,7 @@ def load_tokenizer(path: Path, max_tokens: int, pad_to: int | None = None):
     return tokenizer
 
 
-class PackagedOnnxModel:
+class PackagedOnnxModel(ABC):
     """Base of a packaged ONNX encoder. The constructor stores settings only; ``prepare`` checks
     and loads the files ``model_files`` names (once, on first use), and ``_lock`` serialises runs
     of the one session."""
@@ -47,9 +48,9 @@ class PackagedOnnxModel:
         self._tokenizer = None
         self._lock = threading.Lock()
 
+    @abstractmethod
     def model_files(self) -> tuple[Path, Path]:
         """The SHA-256-checked ONNX graph and tokenizer.json of the installed package."""
-        raise NotImplementedError
 
     def prepare(self) -> None:
         if self._session is not None:
