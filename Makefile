@@ -22,12 +22,16 @@ demo: setup
 	$(VENV)/bin/ragleak demo
 
 # Tests pin llama.cpp and onnxruntime to one thread: with two, a busy second core slows them 5-15x.
+# Instead the suite runs in one pytest worker per core (pytest-xdist); a test file stays on one
+# worker, so a file's shared fixtures (an index, a loaded model) are built once.
+TEST_WORKERS ?= 2
+PYTEST := RAGLEAK_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	RAGLEAK_THREADS=1 $(PY) -m pytest
+	$(PYTEST)
 
 # Everything but the tests marked `model` (the LLM and the NLI model): the logic, in minutes.
 test-fast: setup
-	RAGLEAK_THREADS=1 $(PY) -m pytest -m "not model"
+	$(PYTEST) -m "not model"
 
 bench: setup
 	RAGLEAK_THREADS=1 $(PY) benchmarks/bench_stack.py
