@@ -36,8 +36,14 @@ def test_answers_claim_is_void_when_citations_are_shown_unless_retrieval_is_rand
     assert "citations" in boundary_check(ANSWERS_DP, "answers+citations")
     void = epsilon_after(ANSWERS_DP, 10, shown="answers+citations")
     assert void.void and void.delta >= 1.0 and math.isinf(void.eps)
+    # randomised retrieval lets citations through only by adding the selection's own epsilon
     randomised = ANSWERS_DP.model_copy(update={"retrieval_randomised": True})
-    assert not epsilon_after(randomised, 10, shown="answers+citations").void
+    unstated = epsilon_after(randomised, 10, shown="answers+citations")
+    assert unstated.void and "epsilon" in unstated.reason
+    stated = randomised.model_copy(update={"retrieval_eps_q": 0.5})
+    assert epsilon_after(stated, 10, shown="answers+citations", method="basic").eps == pytest.approx(15.0)
+    assert epsilon_after(stated, 10, shown="retrieved-ids", method="basic").eps == pytest.approx(15.0)
+    assert epsilon_after(stated, 10, shown="answers", method="basic").eps == pytest.approx(10.0)
 
 
 def test_retrieval_claims_do_not_cover_answers_and_synthetic_corpora_cover_everything():
