@@ -16,13 +16,15 @@ that turn touches no document.
 
 Who is charged (``budget_scope``):
 
-* ``stream`` (the default): every query the target answers, from anyone, in any conversation,
-  is charged to one budget. Nothing resets - a new conversation (a request with an empty
-  history) does not - so eps(T) <= eps_budget for the whole stream: a corpus-level bound.
-* ``principal``: one budget per client id the target is told (``begin_query``'s ``principal``;
-  requests without one share a single anonymous budget). New conversations of the same client do
-  not reset it; a new client id starts a fresh one. An adversary who can present new ids gets
-  eps_turn per query without a cap, so the card's eps(T) is the worst case: T turns composed.
+* ``principal`` (the default): one budget per client id the target is told (``begin_query``'s
+  ``principal``, from ``PipelineTarget(pipeline, principal=...)``); requests that name none share
+  one budget, the whole stream's. New conversations (requests with an empty history) never reset
+  a budget; a new client id starts a fresh one. An adversary who can present new ids gets
+  eps_turn per query without a cap, so the card's eps(T) is that worst case - T turns composed,
+  the same as ``dp-retrieval`` at eps_turn - and it states the per-id cap beside it.
+* ``stream``: every query the target answers, from anyone, is charged to one budget whatever id
+  it names. Nothing resets, so eps(T) <= eps_budget for the whole stream: a corpus-level bound,
+  bought by answering every query after the N-th without retrieval.
 
 ``conversation_epsilon`` keeps its name (grids and presets set it) but is the budget of the scope
 above, not of a conversation. Like every retrieval-side mechanism the claim covers the retrieved
@@ -51,8 +53,8 @@ class CompositionAwareDPParams(DefenseParams):
     turn_epsilon: float = Field(default=1.0, gt=0, description="eps spent by each query answered with retrieval")
     delta: float = Field(default=DEFAULT_DELTA, gt=0, lt=1, description="delta of the budget")
     accountant: Literal["tight", "basic", "rdp"] = "tight"
-    budget_scope: Literal["stream", "principal"] = Field(default="stream", description=(
-        "stream: one budget for every query the target answers; principal: one per client id"))
+    budget_scope: Literal["principal", "stream"] = Field(default="principal", description=(
+        "principal: one budget per client id (requests without one share the stream's); stream: one budget for all"))
     clip_low: float = 0.0
     clip_high: float = 1.0
     k: int = Field(default=5, ge=1, description="documents selected per query (the pipeline's top_k)")

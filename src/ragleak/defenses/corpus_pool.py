@@ -85,6 +85,10 @@ class CorpusPool:
         if key != self._seen:  # facts are computed once per served index
             self.index, self.facts, self._seen = index, CorpusFacts.of_index(index), key
 
+    def assume(self, facts: CorpusFacts) -> None:
+        """Check against a corpus not served yet (``ragleak account --corpus``): its facts, no index."""
+        self.facts = facts
+
     def covers_corpus(self) -> bool | None:
         if self.facts is None:
             return None
