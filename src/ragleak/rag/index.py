@@ -15,6 +15,7 @@ crash leaves either the old index or the new one, never a half-written mix.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import tempfile
@@ -40,10 +41,21 @@ EMBED_SLICE = 256  # passages embedded between two progress reports (a second or
 Progress = Callable[[int, int], None]
 
 
+def _pin_faiss_threads() -> None:
+    """FAISS's OpenMP threads follow $RAGLEAK_THREADS, like the generator's: a one-query search
+    over a small flat index spends 1000x longer spinning threads than scoring on a loaded machine."""
+    import faiss
+
+    value = os.environ.get("RAGLEAK_THREADS")
+    if value and value.isdigit() and int(value) >= 1 and faiss.omp_get_max_threads() != int(value):
+        faiss.omp_set_num_threads(int(value))
+
+
 class PassageIndex:
     def __init__(self, embedder: Embedder, metadata: dict | None = None) -> None:
         import faiss
 
+        _pin_faiss_threads()
         self.embedder = embedder
         self.metadata = dict(metadata or {})
         self._faiss = faiss.IndexIDMap2(faiss.IndexFlatIP(embedder.dim))
