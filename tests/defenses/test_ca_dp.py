@@ -139,3 +139,21 @@ def test_on_the_real_stack_each_declared_hook_changes(fact_index, generator):
     assert changed[0] == {"score_retrieval": True, "rewrite_context": False, "generate": False, "postprocess": False}
     assert changed[1] == {"score_retrieval": False, "rewrite_context": True, "generate": False, "postprocess": False}
     assert second.context == [] and "Context:" not in second.prompt.split("<|im_start|>user")[-1]
+
+
+def test_served_pipeline_charges_each_client_its_own_budget(fact_index):
+    from starlette.testclient import TestClient
+
+    from ragleak.rag.target import PipelineTarget
+    from ragleak.serve import make_app
+
+    d = make_defense("ca-dp", turn_epsilon=1.0, conversation_epsilon=1.0, accountant="basic")
+    pipe = RAGPipeline(fact_index, ScriptedGenerator(count_passages), d, top_k=2, ctx=RunContext(seed=1))
+    with TestClient(make_app(PipelineTarget(pipe))) as client:
+        def ask(**body):
+            return client.post("/ask", json={"query": "ferry?", **body}).json()["answer"]
+
+        assert [ask(client="a"), ask(client="a"), ask(client="b"), ask(), ask()] == \
+            ["passages: 2", "passages: 0", "passages: 2", "passages: 2", "passages: 0"]
+        assert client.post("/ask", json={"query": "q", "client": 3}).status_code == 400
+    assert d.charged == {"a": 1, "b": 1, "": 1}

@@ -48,8 +48,9 @@ class PipelineTarget:
         self.pipeline = pipeline
         self.principal = principal
 
-    def answer(self, query: str, history: Sequence[Turn] = ()) -> TargetResponse:
-        response = self.pipeline.answer(query, tuple(history), self.principal)
+    def answer(self, query: str, history: Sequence[Turn] = (), principal: str | None = None) -> TargetResponse:
+        """``principal`` (a request's own client id, e.g. from ``ragleak serve``) wins over the target's."""
+        response = self.pipeline.answer(query, tuple(history), self.principal if principal is None else principal)
         return TargetResponse(query=query, answer=response.answer,
                               retrieved_ids=response.trace.retrieved_ids, trace=response.trace)
 
