@@ -95,3 +95,17 @@ def test_cli_account_user_errors_exit_2_with_one_line(args, message):
     result = ragleak(*args)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_account_ca_dp_counts_every_single_turn_query_and_a_narrow_pool_voids_the_card():
+    ca = ragleak("account", "ca-dp", "--queries", "1000", "--boundary", "retrieved-ids", "--json")
+    assert ca.returncode == 0, ca.stderr
+    card = json.loads(ca.stdout)
+    claim = {r["queries"]: r["claim"]["eps"] for r in card["curve"]}
+    assert 400 < claim[1000] < 1000 and "new client id" in card["resets"]  # 1000 single-turn queries, PLD
+    pool = ragleak("account", "dp-retrieval", "--params", '{"pool": 20}', "--boundary", "retrieved-ids", "--json")
+    data = json.loads(pool.stdout)
+    assert data["void"] and "pool=20" in data["void_reason"] and data["adjacency"].startswith("substitution")
+    checked = ragleak("account", "dp-retrieval", "--params", '{"pool": 200}', "--corpus", "synthetic-corp",
+                      "--boundary", "retrieved-ids")
+    assert checked.returncode == 0 and "pool-covers-corpus: met" in checked.stdout and "VOID" not in checked.stdout
