@@ -1,4 +1,7 @@
-"""Serve a target as a JSON endpoint (``ragleak serve``): POST /ask {"query", "history"?}.
+"""Serve a target as a JSON endpoint (``ragleak serve``): POST /ask {"query", "history"?, "client"?}.
+
+``client`` is the caller's id; the built-in pipeline passes it to its defense as the principal
+(ca-dp keeps one budget per client; requests without one share the stream's).
 
 Used to audit the built-in pipeline over HTTP exactly as a user's own endpoint would be audited,
 and by the HTTP adapter's tests against a real server.
@@ -8,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ragleak.rag.target import Target
+from ragleak.rag.target import PipelineTarget, Target
 from ragleak.records import Turn
 
 
@@ -32,8 +35,12 @@ def make_app(target: Target):
             history = [Turn.model_validate(t) for t in body.get("history") or []]
         except ValueError as exc:
             return JSONResponse({"error": f"bad history: {exc}"}, status_code=400)
+        client = body.get("client")
+        if client is not None and not isinstance(client, str):
+            return JSONResponse({"error": "field 'client' must be a string"}, status_code=400)
+        extra = {"principal": client} if client is not None and isinstance(target, PipelineTarget) else {}
         async with lock:
-            response = await asyncio.to_thread(target.answer, query, history)
+            response = await asyncio.to_thread(target.answer, query, history, **extra)
         return JSONResponse({"answer": response.answer, "retrieved_ids": response.retrieved_ids})
 
     async def health(request: Request) -> JSONResponse:

@@ -36,8 +36,14 @@ def test_answers_claim_is_void_when_citations_are_shown_unless_retrieval_is_rand
     assert "citations" in boundary_check(ANSWERS_DP, "answers+citations")
     void = epsilon_after(ANSWERS_DP, 10, shown="answers+citations")
     assert void.void and void.delta >= 1.0 and math.isinf(void.eps)
+    # randomised retrieval lets citations through only by adding the selection's own epsilon
     randomised = ANSWERS_DP.model_copy(update={"retrieval_randomised": True})
-    assert not epsilon_after(randomised, 10, shown="answers+citations").void
+    unstated = epsilon_after(randomised, 10, shown="answers+citations")
+    assert unstated.void and "epsilon" in unstated.reason
+    stated = randomised.model_copy(update={"retrieval_eps_q": 0.5})
+    assert epsilon_after(stated, 10, shown="answers+citations", method="basic").eps == pytest.approx(15.0)
+    assert epsilon_after(stated, 10, shown="retrieved-ids", method="basic").eps == pytest.approx(15.0)
+    assert epsilon_after(stated, 10, shown="answers", method="basic").eps == pytest.approx(10.0)
 
 
 def test_retrieval_claims_do_not_cover_answers_and_synthetic_corpora_cover_everything():
@@ -89,3 +95,17 @@ def test_cli_account_user_errors_exit_2_with_one_line(args, message):
     result = ragleak(*args)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_account_ca_dp_counts_every_single_turn_query_and_a_narrow_pool_voids_the_card():
+    ca = ragleak("account", "ca-dp", "--queries", "1000", "--boundary", "retrieved-ids", "--json")
+    assert ca.returncode == 0, ca.stderr
+    card = json.loads(ca.stdout)
+    claim = {r["queries"]: r["claim"]["eps"] for r in card["curve"]}
+    assert 400 < claim[1000] < 1000 and "new client id" in card["resets"]  # 1000 single-turn queries, PLD
+    pool = ragleak("account", "dp-retrieval", "--params", '{"pool": 20}', "--boundary", "retrieved-ids", "--json")
+    data = json.loads(pool.stdout)
+    assert data["void"] and "pool=20" in data["void_reason"] and data["adjacency"].startswith("substitution")
+    checked = ragleak("account", "dp-retrieval", "--params", '{"pool": 200}', "--corpus", "synthetic-corp",
+                      "--boundary", "retrieved-ids")
+    assert checked.returncode == 0 and "pool-covers-corpus: met" in checked.stdout and "VOID" not in checked.stdout

@@ -58,5 +58,30 @@ def test_guarantees_state_the_per_answer_budget():
     assert vote.scope.eps_q == 8.0 and vote.scope.delta_q == 0.0 and vote.boundary == "answers"
     sparse = DPVote(variant="sparse", eps_token=2.0, max_discoveries=5).guarantee()
     assert sparse.scope.eps_q == 10.0 and "SVT 1" in sparse.notes
-    assert vote.unit.kind == "document" and "group privacy" in vote.notes and "citations" in vote.notes
-    assert DPVote().hooks == {"generate"} and DPVote().overrides("generate")
+    assert vote.unit.kind == "document" and vote.adjacency == "add-remove" and "citations" in vote.notes
+    assert {a.name: a.met for a in vote.assumptions} == {
+        "pool-covers-corpus": None, "one-voter-per-document": True, "model-not-trained-on-corpus": None}
+    assert DPVote().hooks == {"score_retrieval", "generate"} and DPVote().overrides("generate")
+
+
+def test_all_passages_of_a_document_go_to_one_voter():
+    d = DPVote(voters=3)
+    d.prepare(RunContext(seed=4))
+    chunked = [Passage(id=f"d{i}#{j}", doc_id=f"d{i}", text=f"fact {i}.{j}") for i in range(5) for j in range(i % 3 + 1)]
+    for _ in range(20):
+        groups = d.voter_groups(chunked)
+        owners = {}
+        for v, group in enumerate(groups):
+            for p in group:
+                assert owners.setdefault(p.doc_id, v) == v
+        assert sorted(p.id for g in groups for p in g) == sorted(p.id for p in chunked)
+
+
+def test_retrieval_keeps_one_passage_per_document_best_first():
+    from ragleak.records import Scored
+
+    d = DPVote(k=2)
+    cands = [Scored(passage=Passage(id=f"{doc}#{j}", doc_id=doc, text="t"), score=s)
+             for doc, j, s in [("a", 0, 0.9), ("a", 1, 0.8), ("b", 0, 0.7), ("c", 0, 0.75), ("b", 1, 0.95)]]
+    out = d.score_retrieval("q", cands)
+    assert [(s.passage.id, s.score) for s in out] == [("b#1", 0.95), ("a#0", 0.9)]

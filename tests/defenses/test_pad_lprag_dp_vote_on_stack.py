@@ -113,7 +113,7 @@ def test_lprag_output_also_perturbs_entities_that_reach_the_answer(fact_index, g
 
 
 @pytest.mark.parametrize("variant", ["vote", "sparse"])
-def test_dp_vote_replaces_generation_and_nothing_else(variant, fact_index, generator):
+def test_dp_vote_selects_documents_and_replaces_generation_and_nothing_else(variant, fact_index, generator):
     defense = make_defense("dp-vote", variant=variant, voters=5, eps_token=3.0, max_new_tokens=16, max_discoveries=6)
     pipe = RAGPipeline(fact_index, generator, defense=defense, top_k=5)
     response = pipe.answer("Who founded the Halvorsen Foundry?")

@@ -51,6 +51,7 @@ def amplify(guarantee: Guarantee, gamma: float, selection: Selection = "poisson"
     if not isinstance(scope, PerResponse):
         raise AmplificationError(f"amplification applies to a per-response guarantee, not {scope.kind!r}")
     eps, delta = poisson_amplified(scope.eps_q, scope.delta_q, gamma, selection)
-    amplified = PerResponse(eps_q=eps, delta_q=delta, mechanism="generic", max_queries=scope.max_queries)
+    amplified = PerResponse(eps_q=eps, delta_q=delta, mechanism="generic", max_queries=scope.max_queries,
+                            budget_scope=scope.budget_scope)
     notes = (guarantee.notes + "; " if guarantee.notes else "") + f"amplified by Poisson subsampling, gamma={gamma}"
     return guarantee.model_copy(update={"scope": amplified, "notes": notes})

@@ -1,7 +1,11 @@
 """The guarantee card: the three slots, eps(T) at T = 1, 10, 100, 1000, and warnings.
 
 ``build_card`` evaluates a defense's ``Guarantee`` at a release boundary and group size; the CLI
-(`ragleak account`) renders it and writes it as JSON.
+(`ragleak account`) renders it and writes it as JSON. Besides unit, scope and boundary a card
+states the adjacency, how a document-level claim is reached (``group``), what resets the budget
+(``resets``), the assumptions of the proof with whether this configuration meets them, and
+``void_reason``: every reason the claim does not hold here (a wider boundary, a violated
+assumption), empty when it holds.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragleak.accounting.composition import DEFAULT_DELTA, Epsilon, boundary_check, epsilon_after
+from ragleak.accounting.composition import DEFAULT_DELTA, Epsilon, epsilon_after, void_reason
 from ragleak.accounting.guarantee import (
+    Assumption,
     Boundary,
     Guarantee,
     NoFormalGuarantee,
@@ -40,7 +45,7 @@ class GuaranteeCard(BaseModel):
 
     model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
 
-    schema_version: int = 1
+    schema_version: int = 2
     defense: str
     params: dict = Field(default_factory=dict)
     unit: str
@@ -53,6 +58,12 @@ class GuaranteeCard(BaseModel):
     void: bool
     warnings: list[str]
     notes: str = ""
+    # schema 1 stops here; the fields below are added (older readers ignore them)
+    adjacency: str = Field(default="", description="neighbouring relation of the proof, in words")
+    group: str = Field(default="", description="how one document's (or person's) influence is bounded")
+    resets: str = Field(default="", description="what, if anything, starts a fresh budget")
+    assumptions: list[Assumption] = Field(default_factory=list, description="premises, each met / violated / unchecked")
+    void_reason: str = Field(default="", description="why the claim does not hold here; empty when it does")
 
 
 def describe_unit(guarantee: Guarantee) -> str:
@@ -62,10 +73,50 @@ def describe_unit(guarantee: Guarantee) -> str:
     return "document (neighbouring corpora differ in one document)"
 
 
+def describe_adjacency(guarantee: Guarantee) -> str:
+    if guarantee.adjacency == "substitution":
+        return ("substitution: neighbouring corpora have the same size and ids, one document's content replaced "
+                "(an add/remove neighbour is not covered)")
+    if guarantee.adjacency == "add-remove":
+        return "add/remove: one document present or absent (implies 2*eps under substitution)"
+    return "not stated"
+
+
+def describe_group(guarantee: Guarantee, docs_per_person: int | None) -> str:
+    person = f" x {docs_per_person} documents per person" if docs_per_person else ""
+    if guarantee.mechanism_unit == "document":
+        return f"document-level proof (a document's passages act as one unit){person}"
+    if guarantee.max_chunks is None:
+        return "passage-level proof; most passages per document unknown: no document-level claim"
+    return (f"passage-level proof converted by group privacy over max {guarantee.max_chunks} passages "
+            f"per document{person}")
+
+
+def describe_resets(guarantee: Guarantee) -> str:
+    s = guarantee.scope
+    if isinstance(s, PerResponse):
+        if s.max_queries is None:
+            return "no budget: every answered query composes"
+        if s.budget_scope == "principal":
+            return (f"per client id: {s.max_queries} queries each; new conversations of the same client do not "
+                    "reset, a new client id does (the curve is the worst case: an adversary opening new ids)")
+        return (f"nothing resets: {s.max_queries} queries over the whole stream the target serves, then no "
+                "more retrieval for anyone")
+    if isinstance(s, PerDocumentFilter):
+        return "nothing resets: a document's charges only grow until it retires"
+    if isinstance(s, OneTimeRelease):
+        return "nothing to reset: released once"
+    return "no formal guarantee"
+
+
 def describe_scope(guarantee: Guarantee) -> str:
     s = guarantee.scope
     if isinstance(s, PerResponse):
-        budget = f", refuses after {s.max_queries} queries" if s.max_queries else ""
+        budget = ""
+        if s.max_queries and s.budget_scope == "principal":
+            budget = f", refuses after {s.max_queries} queries per client id (uncapped over new ids)"
+        elif s.max_queries:
+            budget = f", refuses after {s.max_queries} queries"
         noise = f", noise multiplier {s.noise_multiplier:g}" if s.noise_multiplier else ""
         return f"per response: ({s.eps_q:g}, {s.delta_q:g})-DP per query, {s.mechanism}{noise}, composes over T{budget}"
     if isinstance(s, PerDocumentFilter):
@@ -91,11 +142,14 @@ def build_card(defense: str, guarantee: Guarantee, *, params: dict | None = None
                      rdp=epsilon_after(guarantee, t, method="rdp", delta=delta, shown=shown),
                      claim=epsilon_after(guarantee, t, method="tight", delta=delta))
             for t in sorted(set(queries))]
-    void_reason = boundary_check(guarantee, shown) if guarantee.is_formal else "no formal guarantee"
+    reason = void_reason(guarantee, shown)
     return GuaranteeCard(defense=defense, params=params or {}, unit=describe_unit(guarantee),
                          scope=describe_scope(guarantee), claim_boundary=guarantee.boundary, shown_boundary=shown,
-                         delta_target=delta, guarantee=guarantee, curve=rows, void=bool(void_reason),
-                         warnings=card_warnings(guarantee, rows, void_reason, docs_per_person), notes=guarantee.notes)
+                         delta_target=delta, guarantee=guarantee, curve=rows, void=bool(reason),
+                         warnings=card_warnings(guarantee, rows, reason, docs_per_person), notes=guarantee.notes,
+                         adjacency=describe_adjacency(guarantee), group=describe_group(guarantee, docs_per_person),
+                         resets=describe_resets(guarantee), assumptions=list(guarantee.assumptions),
+                         void_reason=reason)
 
 
 def card_warnings(guarantee: Guarantee, rows: list[CurveRow], void_reason: str, docs_per_person: int | None) -> list[str]:
@@ -107,9 +161,16 @@ def card_warnings(guarantee: Guarantee, rows: list[CurveRow], void_reason: str, 
     if guarantee.boundary == "retrieved-ids":
         warnings.append("retrieval-side DP only: the answers are not DP (the LLM sees the selected passages verbatim)")
     scope = guarantee.scope
-    if isinstance(scope, PerResponse) and scope.max_queries:
-        warnings.append(f"flat after {scope.max_queries} queries only because the defense refuses further queries "
-                        "in the same budget scope; a new scope (conversation, account) starts a fresh budget")
+    if isinstance(scope, PerResponse) and scope.max_queries and scope.budget_scope != "principal":
+        warnings.append(f"flat after {scope.max_queries} queries only because the defense refuses retrieval to "
+                        "every later query of the stream")
+    if isinstance(scope, PerResponse) and scope.max_queries and scope.budget_scope == "principal":
+        warnings.append(f"each client id is capped at {scope.max_queries} queries, but nothing stops one adversary "
+                        "from presenting many ids: the curve composes every query (worst case)")
+    if guarantee.adjacency is None:
+        warnings.append("the adjacency (substitution or add/remove) is not stated: the eps is not comparable")
+    for a in guarantee.unchecked:
+        warnings.append(f"assumption '{a.name}' not checked in this configuration: {a.statement}")
     if isinstance(scope, PerDocumentFilter):
         warnings.append("documents retire after M uses: later answers lose them (utility falls with the query index)")
     if docs_per_person is None and not isinstance(guarantee.unit, PersonUnit):

@@ -16,18 +16,21 @@ Scopes (``guarantee.py``):
     (basic, whose delta is smaller, unless PLD is lower by more than 1e-3). ``rdp`` is capped by
     basic composition likewise.
   The tight methods report epsilon at delta = target + T * delta_q; ``max_queries`` (a budget that
-  refuses further queries) caps T.
+  refuses further queries) caps T when it counts the whole stream; a budget per principal does
+  not cap the worst case (an adversary who opens a new client id gets a fresh budget).
 * ``PerDocumentFilter(eps_q, M)``: min(T, M) * eps_q (``filters.filter_cap``), any method.
 * ``OneTimeRelease(eps0, delta0)``: flat in T.
 * ``NoFormalGuarantee``: eps = inf, delta = 1.
 
 Person-level units (m documents per person) convert each query's guarantee by group privacy
 (``group.py``) before composing; for Laplace/Gaussian noise the noise multiplier is divided by m
-instead (sensitivity m * Delta), which is exact. Filters and one-time releases convert the
-final (eps, delta).
+instead (sensitivity m * Delta), which is exact. A passage-level mechanism (``mechanism_unit``
+"passage") converts the same way over its ``max_chunks`` passages per document (times m for a
+person). Filters and one-time releases convert the final (eps, delta).
 
-A release boundary wider than the claim voids it (``boundary_check``): the result then carries
-eps = inf, delta = 1 and ``void=True``.
+A release boundary wider than the claim voids it (``boundary_check``), and so does an assumption
+of the proof that this configuration violates, or a passage-level proof whose chunks per document
+are unknown (``assumption_check``): the result then carries eps = inf, delta = 1 and ``void=True``.
 """
 
 from __future__ import annotations
@@ -83,18 +86,47 @@ def boundary_check(guarantee: Guarantee, shown: Boundary | None) -> str:
         return ""
     if claim == "answers+citations" and shown in ("answers", "retrieved-ids"):
         return ""
-    if claim == "answers" and shown == "answers+citations":
-        if guarantee.retrieval_randomised:
-            return ""
-        return ("the DP claim covers answers only, but the target also shows citations/passages and "
-                "retrieval is deterministic: which documents were used is released exactly (delta >= 1)")
-    if claim == "answers" and shown == "retrieved-ids":
-        return "" if guarantee.retrieval_randomised else (
-            "the DP claim covers answers only; deterministic retrieved ids are released exactly (delta >= 1)")
+    if claim == "answers" and shown in ("answers+citations", "retrieved-ids"):
+        if not guarantee.retrieval_randomised:
+            return ("the DP claim covers answers only, but the target also shows citations/retrieved ids and "
+                    "retrieval is deterministic: which documents were used is released exactly (delta >= 1)")
+        if guarantee.retrieval_eps_q is None or not isinstance(guarantee.scope, PerResponse):
+            # (a per-document filter charges a document only when used; a randomised selection reads
+            # every document's score on every query, so its cost cannot be folded into the filter)
+            return ("the DP claim covers answers only; retrieval is randomised but the claim does not state the "
+                    "selection's own per-query epsilon, so the citations/ids shown next to the answers are not covered")
+        return ""  # covered once the selection's epsilon is added (``with_shown_retrieval``)
     if claim == "retrieved-ids" and shown in ("answers", "answers+citations"):
         return ("the DP claim covers which documents are retrieved, not the answer text, which is "
                 "generated from the selected passages verbatim (delta >= 1 for answers)")
     return f"the claim covers {claim!r}, not {shown!r}"
+
+
+def with_shown_retrieval(guarantee: Guarantee, shown: Boundary | None) -> Guarantee:
+    """An answers claim seen with the retrieved documents: each query also releases the randomised
+    selection, so its eps is added per query (basic composition of the two mechanisms)."""
+    scope, extra = guarantee.scope, guarantee.retrieval_eps_q
+    if (guarantee.boundary != "answers" or shown not in ("answers+citations", "retrieved-ids") or not extra
+            or not isinstance(scope, PerResponse)):
+        return guarantee
+    scope = scope.model_copy(update={"eps_q": scope.eps_q + extra, "mechanism": "generic", "noise_multiplier": None})
+    return guarantee.model_copy(update={"scope": scope})
+
+
+def assumption_check(guarantee: Guarantee) -> str:
+    """Why this configuration does not meet the proof's premises (``""`` when nothing says it does not)."""
+    reasons = [f"assumption '{a.name}' violated: {a.detail or a.statement}" for a in guarantee.violations]
+    if guarantee.is_formal and guarantee.chunk_group is None:
+        reasons.append("the mechanism protects one passage and the most passages per document is unknown, "
+                       "so the document-level (group privacy) claim cannot be computed")
+    return "; ".join(reasons)
+
+
+def void_reason(guarantee: Guarantee, shown: Boundary | None = None) -> str:
+    """Every reason the claim does not hold as seen at ``shown`` (``""``: it holds)."""
+    if not guarantee.is_formal:
+        return "no formal guarantee"
+    return "; ".join(r for r in (boundary_check(guarantee, shown), assumption_check(guarantee)) if r)
 
 
 def epsilon_after(guarantee: Guarantee, queries: int, *, method: Method = "tight", delta: float = DEFAULT_DELTA,
@@ -108,10 +140,13 @@ def epsilon_after(guarantee: Guarantee, queries: int, *, method: Method = "tight
     if isinstance(scope, NoFormalGuarantee):
         return Epsilon(eps=math.inf, delta=1.0, method="none", queries=queries, void=True,
                        reason="no formal guarantee")
-    reason = boundary_check(guarantee, shown)
+    reason = void_reason(guarantee, shown)
     if reason:
         return Epsilon(eps=math.inf, delta=1.0, method=f"{method} (void)", queries=queries, void=True, reason=reason)
+    guarantee = with_shown_retrieval(guarantee, shown)
+    scope = guarantee.scope
     m = guarantee.unit.max_docs if isinstance(guarantee.unit, PersonUnit) else 1
+    m *= guarantee.chunk_group or 1  # a passage-level proof: a document is a group of passages
     if isinstance(scope, PerResponse):
         return _per_response(scope, queries, m, method, delta)
     if isinstance(scope, PerDocumentFilter):
@@ -124,7 +159,8 @@ def epsilon_after(guarantee: Guarantee, queries: int, *, method: Method = "tight
 
 
 def _per_response(scope: PerResponse, queries: int, m: int, method: Method, delta: float) -> Epsilon:
-    t = queries if scope.max_queries is None else min(queries, scope.max_queries)
+    cap = scope.max_queries if scope.budget_scope != "principal" else None
+    t = queries if cap is None else min(queries, cap)
     eps_q, delta_q = group_epsilon(scope.eps_q, scope.delta_q, m)
     basic = Epsilon(eps=t * eps_q, delta=min(1.0, t * delta_q), method="basic", queries=queries)
     if method == "basic" or t == 0 or eps_q == 0.0:
@@ -159,7 +195,10 @@ def pld_epsilon(mechanism: str, eps_q: float, delta_q: float, noise: float | Non
     interval = max(1e-4, eps_q / 1000)
     single = privacy_loss_distribution.from_privacy_parameters(
         common.DifferentialPrivacyParameters(eps_q, delta_q), value_discretization_interval=interval)
-    return float(single.self_compose(t).get_epsilon_for_delta(delta))
+    # dp-accounting's search divides by masses that underflow for large composed losses; the
+    # overflow only rules those losses out (the caller keeps basic composition when it is lower)
+    with np.errstate(over="ignore", divide="ignore"):
+        return float(single.self_compose(t).get_epsilon_for_delta(delta))
 
 
 def pure_dp_rdp(eps: float, orders: tuple[float, ...] = RDP_ORDERS) -> np.ndarray:

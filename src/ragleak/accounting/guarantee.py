@@ -8,6 +8,15 @@
   citations/passages, only the identities of the retrieved documents (a retrieval-side mechanism
   whose answers still quote the selected passages), or a released synthetic corpus.
 
+Beside the slots a guarantee states the ``adjacency`` its proof uses (``substitution``: one
+document's content replaced, the corpus size and the document ids as slots fixed; ``add-remove``:
+one document present or absent; an add/remove eps-DP mechanism is 2 eps-DP under substitution, the
+converse does not hold), whether the proof protects a document or only one passage
+(``mechanism_unit``; a passage-level mechanism pays group privacy over ``max_chunks``, the most
+passages one document has), and the ``assumptions`` the proof relies on, each checked against
+this configuration where the defense can (``met``: true, false, or None when there was nothing
+to check it against yet). A violated assumption voids the claim (``composition.epsilon_after``).
+
 These are data (like dp-accounting's DpEvent): a defense describes its mechanism here and the
 accountants in this package compute epsilon from it. A guarantee with no ``boundary`` or no
 ``unit`` cannot be written down.
@@ -45,6 +54,10 @@ class PerResponse(_Slot):
     mechanism: Literal["laplace", "gaussian", "exponential", "generic"] = "generic"
     noise_multiplier: float | None = Field(default=None, gt=0, description="for an exact accountant: scale/sensitivity")
     max_queries: int | None = Field(default=None, ge=1, description="a budget that refuses after this many queries")
+    budget_scope: Literal["stream", "principal"] | None = Field(
+        default=None, description=("what max_queries counts: 'stream' (every query the target answers, nothing resets: "
+                                   "eps(T) is capped) or 'principal' (per client id: a new id starts a fresh budget, so "
+                                   "the worst case over an adversary who opens new ids is uncapped)"))
 
 
 class PerDocumentFilter(_Slot):
@@ -77,13 +90,50 @@ Scope = Annotated[
 Boundary = Literal["answers", "answers+citations", "retrieved-ids", "synthetic-corpus"]
 
 
+Adjacency = Literal["substitution", "add-remove"]
+
+
+class Assumption(_Slot):
+    """One premise of a guarantee's proof and whether this configuration meets it."""
+
+    name: str = Field(min_length=1, description="a short key, e.g. 'pool-covers-corpus'")
+    statement: str = Field(description="what the proof assumes")
+    met: bool | None = Field(default=None, description="checked in code: true/false; None = not checked yet")
+    detail: str = Field(default="", description="what the check saw (why it is violated)")
+
+
 class Guarantee(_Slot):
     unit: Unit = DocumentUnit()
     scope: Scope = NoFormalGuarantee()
     boundary: Boundary = "answers"
     retrieval_randomised: bool = Field(default=False, description="does the mechanism randomise which documents surface?")
     notes: str = ""
+    # defaults keep records written before these fields readable (None: not stated)
+    adjacency: Adjacency | None = Field(default=None, description="the neighbouring relation the proof uses")
+    mechanism_unit: Literal["document", "passage"] = Field(
+        default="document", description="what one noise draw / one vote protects; 'passage' pays group privacy")
+    max_chunks: int | None = Field(default=None, ge=1, description="most passages of one document in the served index")
+    assumptions: tuple[Assumption, ...] = ()
+    retrieval_eps_q: float | None = Field(
+        default=None, ge=0, description=("eps per query of a randomised retrieval selection: what citations or ids "
+                                         "shown next to an answers claim add to it"))
 
     @property
     def is_formal(self) -> bool:
         return not isinstance(self.scope, NoFormalGuarantee)
+
+    @property
+    def violations(self) -> list[Assumption]:
+        return [a for a in self.assumptions if a.met is False]
+
+    @property
+    def unchecked(self) -> list[Assumption]:
+        return [a for a in self.assumptions if a.met is None]
+
+    @property
+    def chunk_group(self) -> int | None:
+        """The group size a passage-level proof pays to cover a document (1 for a document-level
+        proof; None when the proof is passage-level and the chunks per document are unknown)."""
+        if self.mechanism_unit == "document":
+            return 1
+        return self.max_chunks

@@ -41,7 +41,7 @@ TRANSCRIPT_SCHEMA_VERSION = 1
 ThreatModel = Literal["black-box", "needs-retrieved-ids"]
 #: How an attack's single queries reach the target (the grid's ``mode`` axis): each in a fresh
 #: session, or chained into conversations of ``MULTI_TURNS`` turns, so the history travels with
-#: every later turn and a per-conversation defense (ca-dp) composes its budget over them.
+#: every later turn (ca-dp charges its budget per client id, or the whole stream, in either mode).
 SessionMode = Literal["single", "multi"]
 MULTI_TURNS = 3  # PM's default conversation length (our choice: Mind the Hook does not state one)
 

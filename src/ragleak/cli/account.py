@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ragleak.errors import ConfigError
@@ -30,9 +31,15 @@ def account_command(
     delta: float = typer.Option(1e-6, "--delta", help="target delta for the tight accountants"),
     as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the card as JSON to this file"),
+    params: Optional[str] = typer.Option(None, "--params", help='defense parameters as JSON, e.g. \'{"pool": 20}\''),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="check the card's assumptions against this corpus "
+                                         "as the stack config chunks it (a name or a path)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML stack config (its chunking, with --corpus)"),
 ) -> None:
-    """Print the guarantee card: unit, scope, boundary, eps(T) at T = 1, 10, 100, 1000, warnings."""
+    """Print the guarantee card: unit, adjacency, scope, boundary, assumptions checked against this
+    configuration, eps(T) at T = 1, 10, 100, 1000, and why it is void if it is."""
     from ragleak.accounting.card import CARD_QUERIES, build_card
+    from ragleak.cli.attack import _params
     from ragleak.defenses import make_defense
 
     if queries is not None and queries < 0:
@@ -43,7 +50,9 @@ def account_command(
         raise ConfigError(f"--boundary must be one of {', '.join(SHOWN)}; got {boundary!r}")
     if not 0.0 < delta < 1.0:
         raise ConfigError("--delta must be in (0, 1)")
-    instance = make_defense(defense)
+    instance = make_defense(defense, **_params(params))
+    if corpus is not None:
+        _observe_corpus(instance, corpus, config)
     points = CARD_QUERIES + ((queries,) if queries is not None else ())
     card = build_card(defense, instance.guarantee(), params=instance.params.model_dump(mode="json"),
                       queries=points, docs_per_person=docs_per_person, shown=boundary, delta=delta)
@@ -59,12 +68,35 @@ def account_command(
         _render(card)
 
 
+def _observe_corpus(instance, corpus: str, config: Optional[Path]) -> None:
+    """Tell a corpus-checking defense the facts of ``corpus`` chunked as the stack would index it."""
+    from ragleak.config import load_stack_config
+    from ragleak.corpora import load_corpus
+    from ragleak.corpora.chunking import chunk_documents
+    from ragleak.defenses.corpus_pool import CorpusFacts, CorpusPool
+
+    pool = getattr(instance, "corpus", None)
+    if not isinstance(pool, CorpusPool):
+        return  # this defense's card does not depend on the corpus
+    c = load_stack_config(config)
+    passages = [p for p in chunk_documents(load_corpus(corpus), c.chunk_words, c.chunk_overlap) if p.text.strip()]
+    pool.assume(CorpusFacts.of_passages(passages))
+
+
 def _render(card) -> None:
     console = Console()
     console.rule(f"guarantee card: {card.defense}")
-    console.print(f"[bold]unit[/bold]      {card.unit}")
-    console.print(f"[bold]scope[/bold]     {card.scope}")
+    if card.void_reason:
+        console.print(f"[bold red]VOID[/bold red]      {escape(card.void_reason)}", highlight=False)
+    console.print(f"[bold]unit[/bold]      {card.unit}; {escape(card.group)}", highlight=False)
+    console.print(f"[bold]adjacency[/bold] {escape(card.adjacency)}", highlight=False)
+    console.print(f"[bold]scope[/bold]     {escape(card.scope)}", highlight=False)
+    console.print(f"[bold]resets[/bold]    {escape(card.resets)}", highlight=False)
     console.print(f"[bold]boundary[/bold]  claim covers {card.claim_boundary}; target shows {card.shown_boundary}")
+    for a in card.assumptions:
+        mark = {True: "[green]met[/green]", False: "[red]VIOLATED[/red]", None: "[yellow]unchecked[/yellow]"}[a.met]
+        console.print(f"[bold]assumes[/bold]   {escape(a.name)}: {mark} - {escape(a.detail or a.statement)}",
+                      highlight=False)
     table = Table(title=f"eps(T) at delta target {card.delta_target:g}")
     for col in ("T", "basic eps", "basic delta", "tight eps", "tight delta", "tight method", "RDP eps",
                 f"claim eps ({card.claim_boundary})"):

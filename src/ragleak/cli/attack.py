@@ -36,7 +36,7 @@ def _params(text: Optional[str]) -> dict:
     except ValueError as exc:
         raise ConfigError(f"--params is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
-        raise ConfigError("--params must be a JSON object of attack parameters")
+        raise ConfigError("--params must be a JSON object of parameters")
     return value
 
 

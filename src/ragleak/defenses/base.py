@@ -14,9 +14,10 @@ postprocess        (query, answer, passages) -> str                      the rel
 =================  ====================================================  ============================
 
 Two more methods are not hooks (the audit does not inventory them) and are no-ops by default:
-``begin_query(index, history)`` runs before each query's retrieval (the index served and the
-turn's history, empty for a new conversation: per-conversation budgets and per-corpus state
-live there), and ``state()`` reports what the defense did in a run, for the grid's cell record.
+``begin_query(index, history, principal)`` runs before each query's retrieval (the index served,
+the turn's history, empty for a new conversation, and the client id the target was told, None
+when it was told none: budgets per principal and per-corpus state live there), and ``state()``
+reports what the defense did in a run, for the grid's cell record.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class Defense:
         """Called once by the pipeline before the first query, with the run's context."""
         self.ctx = ctx
 
-    def begin_query(self, index: "PassageIndex", history: Sequence[Turn]) -> None:
+    def begin_query(self, index: "PassageIndex", history: Sequence[Turn], principal: str | None = None) -> None:
         """Before each query's retrieval (not traced); the base defense keeps no per-query state."""
 
     def state(self) -> dict[str, Any]:

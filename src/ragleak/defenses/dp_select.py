@@ -12,12 +12,20 @@
 * ``noisy_argmax``: report-noisy-max over a histogram of votes (sensitivity 1 per coordinate
   when one voter changes its vote), Gumbel(2 / eps) noise = the exponential mechanism, eps-DP.
 
+* ``noisy_selection``: the retrieval-side use of the two top-k rules on a pool of scored
+  candidates (one per document, see ``corpus_pool``): the k selected, best first, with their
+  noisy scores (laplace; post-processing of the noisy vector) or scored by rank (gumbel).
+
 All randomness comes from a numpy Generator the caller takes from ``RunContext.rng``.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+
+from ragleak.records import Scored
 
 
 def clip_scores(scores, low: float, high: float) -> np.ndarray:
@@ -54,3 +62,19 @@ def noisy_argmax(counts, eps: float, rng: np.random.Generator) -> int:
         raise ValueError("eps must be > 0")
     c = np.asarray(counts, dtype=float)
     return int(np.argmax(c + rng.gumbel(0.0, 2.0 / eps, size=c.shape)))
+
+
+def noisy_selection(pool: list[Scored], k: int, eps: float, low: float, high: float,
+                    mode: Literal["laplace", "gumbel"], rng: np.random.Generator) -> list[Scored]:
+    """The k candidates a DP top-k rule selects from ``pool`` (scores clipped to the public [low, high])."""
+    if not pool:
+        return []
+    clipped = clip_scores([c.score for c in pool], low, high)
+    k = min(k, len(pool))
+    if mode == "laplace":
+        noisy = laplace_noisy_scores(clipped, eps, high - low, rng)
+        order = np.argsort(-noisy, kind="stable")[:k]
+        return [pool[int(i)].model_copy(update={"score": float(noisy[i])}) for i in order]
+    order = gumbel_top_k(clipped, k, eps, high - low, rng)
+    # scored by rank (k..1): the noisy values are not released
+    return [pool[int(i)].model_copy(update={"score": float(len(order) - r)}) for r, i in enumerate(order)]

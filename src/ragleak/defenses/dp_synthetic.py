@@ -21,7 +21,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 from pydantic import Field
 
-from ragleak.accounting.guarantee import DocumentUnit, Guarantee, OneTimeRelease
+from ragleak.accounting.guarantee import Assumption, DocumentUnit, Guarantee, OneTimeRelease
 from ragleak.defenses.base import Defense, DefenseParams
 from ragleak.defenses.synthetic_corpus import (
     WORDNET_ROOT,
@@ -45,7 +45,7 @@ class DPSyntheticParams(DefenseParams):
 
 class DPSynthetic(Defense):
     name: ClassVar[str] = "dp-synthetic"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     epsilon_param: ClassVar[str | None] = "epsilon"
     hooks = frozenset({"rewrite_context"})
     Params = DPSyntheticParams
@@ -76,7 +76,7 @@ class DPSynthetic(Defense):
         self.builds += 1
         return self.synthetic
 
-    def begin_query(self, index, history: Sequence[Turn]) -> None:
+    def begin_query(self, index, history: Sequence[Turn], principal: str | None = None) -> None:
         if self.synthetic is None:
             self.build(index.passages, index.embedder)
 
@@ -92,7 +92,14 @@ class DPSynthetic(Defense):
         p = self.params
         return Guarantee(
             unit=DocumentUnit(), scope=OneTimeRelease(eps0=p.epsilon, delta0=0.0), boundary="synthetic-corpus",
-            retrieval_randomised=False,
+            retrieval_randomised=False, adjacency="add-remove",
+            assumptions=(
+                Assumption(name="contribution-bounded", statement="one document moves the keyword counts by at most K",
+                           met=True, detail=f"a document's passages are joined and give at most K={p.keywords_per_doc} "
+                                            "distinct words"),
+                Assumption(name="public-vocabulary", statement="the vocabulary is fixed before any private data is seen",
+                           met=True, detail=f"WordNet lemmas under {p.vocabulary_root}"),
+            ),
             notes=(f"DP keyword-histogram synthetic corpus (simplified DP-SynRAG stage 1a): Laplace(K/eps) on "
                    f"public-vocabulary counts, K={p.keywords_per_doc}, eps={p.epsilon:g}; built once, every "
                    "query is post-processing; add/remove adjacency"),

@@ -1,12 +1,19 @@
 """``dp-vote``: DP token voting over disjoint groups of retrieved documents (Koga et al. 2024,
 DPVoteRAG and DPSparseVoteRAG), acting at ``generate``.
 
-Voters (sample-and-aggregate). The k passages the pipeline selected are dealt into m voter
-groups by a uniformly random permutation drawn from the run's RNG (``voter_groups``); voter i's
-prompt holds only its group. Random - not rank-order - assignment is what makes the coupling
-argument work: a neighbouring corpus (one document added or removed) changes the selected set by
-at most one substitution, and the new document can take the evicted one's slot, so exactly one
-voter's group differs. (Splitting by rank would let one insertion shift every later group.)
+Retrieval by document (``score_retrieval``). The k best *documents* of the whole corpus are
+selected, each as its best passage (``corpus_pool``: the flat index scores every passage; a
+document's score is its best passage's). So adding or removing one document changes the selected
+set by at most one substitution: the document leaves and the (k+1)-th enters. Over passages this
+fails: a document with c passages in the top-k would evict c and let in up to c others, and a
+candidate pool narrower than the corpus lets one removal pull in several documents at once.
+
+Voters (sample-and-aggregate). The selected documents are dealt into m voter groups by a
+uniformly random permutation drawn from the run's RNG (``voter_groups``, by document: all of a
+document's passages go to one voter); voter i's prompt holds only its group. Random - not
+rank-order - assignment is what makes the coupling argument work: the new document can take the
+evicted one's slot, so exactly one voter's group differs. (Splitting by rank would let one
+insertion shift every later group.)
 
 Generation. All m voter prompts plus one no-retrieval ("public") prompt decode in lock-step in
 one llama.cpp context (``rag.multiseq``). At each step the public top-``domain_size`` tokens (plus
@@ -19,11 +26,12 @@ The released token is appended to every prompt; generation stops at an end token
 Guarantee (``guarantee``): per answered query, w.r.t. adding/removing one document, for the
 answer text only: variant "vote" is (max_new_tokens * eps_token)-DP, variant "sparse" is
 (max_discoveries * eps_token)-DP, both pure (delta = 0) and composing over queries. Assumptions:
-one document is one passage (a document split into c chunks can reach c voters: group privacy
-with m = c); the LLM was not trained on the corpus; nothing else derived from the retrieved
+one document reaches one voter (document-level retrieval and partition above); the selection
+pool is the whole corpus; the LLM was not trained on the corpus; nothing else derived from the retrieved
 documents is released (citations, retrieved ids, the trace - the answers+citations boundary voids
 the claim). Reported as stated, worst case; ``last_release`` records what one answer actually
-spent (pay-what-you-get).
+spent (pay-what-you-get). The card checks the selection over the served index (every document
+in the pool) and states one voter per document.
 """
 
 from __future__ import annotations
@@ -32,13 +40,14 @@ from typing import ClassVar, Literal, Sequence
 
 from pydantic import Field
 
-from ragleak.accounting.guarantee import DocumentUnit, Guarantee, PerResponse
+from ragleak.accounting.guarantee import Assumption, DocumentUnit, Guarantee, PerResponse
 from ragleak.defenses._vote import SparseVoteReleaser, VoteReleaser, candidate_domain, vote_histogram
 from ragleak.defenses.base import Defense, DefenseParams
+from ragleak.defenses.corpus_pool import CorpusPool
 from ragleak.rag.generator import Generator
 from ragleak.rag.multiseq import LlamaMultiSequence, decoder_for
 from ragleak.rag.prompt import ChatMessage, build_rag_messages, parse_rag_messages
-from ragleak.records import HookName, Passage
+from ragleak.records import HookName, Passage, Scored, Turn
 
 
 class DPVoteParams(DefenseParams):
@@ -49,25 +58,39 @@ class DPVoteParams(DefenseParams):
     domain_size: int = Field(default=20, ge=1, description="public top-c candidate tokens per step")
     max_discoveries: int = Field(default=10, ge=1, description="sparse: c private releases per answer")
     svt_threshold: float | None = Field(default=None, description="sparse: theta; default voters / 2")
+    k: int = Field(default=5, ge=1, description="documents retrieved per query (the pipeline's top_k)")
 
 
 class DPVote(Defense):
     name: ClassVar[str] = "dp-vote"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     epsilon_param: ClassVar[str | None] = "eps_token"
-    hooks: ClassVar[frozenset[HookName]] = frozenset({"generate"})
+    hooks: ClassVar[frozenset[HookName]] = frozenset({"score_retrieval", "generate"})
     Params: ClassVar[type[DefenseParams]] = DPVoteParams
 
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:
         super().__init__(params, **kwargs)
         self._decoder: LlamaMultiSequence | None = None
         self.last_release: dict[str, float] = {}
+        self.corpus = CorpusPool()
+
+    def begin_query(self, index, history: Sequence[Turn], principal: str | None = None) -> None:
+        self.corpus.observe(index)
+
+    def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
+        """The k best documents of the whole corpus, each as its best passage (deterministic)."""
+        return self.corpus.documents(query, candidates)[: self.params.k]
 
     def voter_groups(self, passages: list[Passage]) -> list[list[Passage]]:
-        """Deal the passages into m groups by a uniformly random permutation (empty groups allowed)."""
-        order = self.ctx.rng("dp-vote/partition").permutation(len(passages))
+        """Deal the documents into m groups by a uniformly random permutation (empty groups allowed);
+        all passages of one document go to the same voter."""
+        docs: dict[str, list[Passage]] = {}
+        for p in passages:
+            docs.setdefault(p.doc_id, []).append(p)
+        groups = list(docs.values())
+        order = self.ctx.rng("dp-vote/partition").permutation(len(groups))
         m = self.params.voters
-        return [[passages[j] for j in order[i::m]] for i in range(m)]
+        return [[p for j in order[i::m] for p in groups[j]] for i in range(m)]
 
     def decoder(self, generator: Generator) -> LlamaMultiSequence:
         self._decoder = decoder_for(generator, self._decoder)
@@ -114,10 +137,22 @@ class DPVote(Defense):
             scope=PerResponse(eps_q=eps_q, delta_q=0.0, mechanism="exponential"),
             boundary="answers",
             retrieval_randomised=False,
+            adjacency="add-remove",
+            max_chunks=self.corpus.facts.max_chunks if self.corpus.facts else None,
+            assumptions=(
+                self.corpus.assumption(),
+                Assumption(name="one-voter-per-document",
+                           statement="one document reaches one voter (a document with c passages in c voters "
+                                     "would move c votes)",
+                           met=True, detail="the top-k documents are selected by their best passage and dealt "
+                                            "to voters by document"),
+                Assumption(name="model-not-trained-on-corpus",
+                           statement="the LLM's weights hold nothing of the corpus (its no-retrieval prompt is public)",
+                           met=None, detail="cannot be checked in code"),
+            ),
             notes=(
                 f"pure DP per answer for the answer text: {how}, basic composition; {p.voters} voters over "
-                "a random partition of the retrieved passages, candidate tokens from the no-retrieval model. "
-                "Assumes one document = one passage (c chunks: group privacy with m = c) and an LLM not "
-                "trained on the corpus; void if citations, retrieved ids or traces are also released"
+                f"a random partition of the {p.k} best documents, candidate tokens from the no-retrieval model; "
+                "void if citations, retrieved ids or traces are also released"
             ),
         )

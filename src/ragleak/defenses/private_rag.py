@@ -16,11 +16,12 @@ the answer is eps_q-DP in each voter; a retired document is never touched again.
 number T of (adaptive) queries each document's loss is at most min(T, M) * eps_q <= M * eps_q
 (Feldman & Zrnic 2021, pure-DP case), which is the ``PerDocumentFilter`` guarantee.
 
-Assumptions: documents are the unit (a document's passages share one budget, and only its best
-passage can vote); fewer than ``candidate_k`` candidates pass tau (otherwise the index's exact
-truncation of the candidate pool is data-dependent: such queries are counted in
-``truncated_queries``); which documents were used is not randomised, so showing citations voids
-the claim.
+Assumptions, checked on the card: documents are the unit (a document's passages share one
+budget, and only its best passage can vote); every document is scored against tau on every query
+(``corpus_pool``: the whole flat index, not the pipeline's top ``candidate_k``, whose exact
+truncation would be data-dependent; a query whose pool did not cover the corpus is counted in
+``truncated_queries`` and voids the card); which documents were used is not randomised, so
+showing citations voids the claim.
 
 Observability: ``log`` holds, per query index t, the number of relevant documents, how many were
 charged, the active-set size (over the served index) and the voting agreement, so the audit can
@@ -34,8 +35,9 @@ from typing import ClassVar, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragleak.accounting.filters import DocumentFilter
-from ragleak.accounting.guarantee import DocumentUnit, Guarantee, PerDocumentFilter
+from ragleak.accounting.guarantee import Assumption, DocumentUnit, Guarantee, PerDocumentFilter
 from ragleak.defenses.base import Defense, DefenseParams
+from ragleak.defenses.corpus_pool import CorpusPool
 from ragleak.defenses.private_generation import VoteSettings, private_answer
 from ragleak.rag.generator import Generator
 from ragleak.rag.multiseq import LlamaMultiSequence, decoder_for
@@ -67,7 +69,7 @@ class QueryLog(BaseModel):
 
 class PrivateRAG(Defense):
     name: ClassVar[str] = "private-rag"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     epsilon_param: ClassVar[str | None] = "eps_q"
     hooks = frozenset({"score_retrieval", "generate"})
     Params = PrivateRAGParams
@@ -76,11 +78,16 @@ class PrivateRAG(Defense):
         super().__init__(params, **kwargs)
         self.filter = DocumentFilter(self.params.eps_q, self.params.max_charges)
         self.log: list[QueryLog] = []
-        self.truncated_queries = 0
+        self.corpus = CorpusPool()
         self._corpus: list[str] | None = None
         self._decoder: LlamaMultiSequence | None = None
 
-    def begin_query(self, index, history: Sequence[Turn]) -> None:
+    @property
+    def truncated_queries(self) -> int:
+        return self.corpus.truncated_queries
+
+    def begin_query(self, index, history: Sequence[Turn], principal: str | None = None) -> None:
+        self.corpus.observe(index)
         self._corpus = list(index.doc_ids)
 
     def active_set_size(self) -> int | None:
@@ -88,14 +95,8 @@ class PrivateRAG(Defense):
 
     def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
         p = self.params
-        best: dict[str, Scored] = {}
-        for c in candidates:
-            if c.score > p.tau and self.filter.is_active(c.passage.doc_id):
-                if c.passage.doc_id not in best or c.score > best[c.passage.doc_id].score:
-                    best[c.passage.doc_id] = c
-        if candidates and all(c.score > p.tau for c in candidates):
-            self.truncated_queries += 1
-        relevant = sorted(best.values(), key=lambda s: -s.score)
+        relevant = [d for d in self.corpus.documents(query, candidates)
+                    if d.score > p.tau and self.filter.is_active(d.passage.doc_id)]
         charged = self.filter.charge([s.passage.doc_id for s in relevant])
         self.log.append(QueryLog(t=len(self.log) + 1, relevant=len(relevant), charged=len(charged),
                                  active_docs=self.active_set_size()))
@@ -121,10 +122,24 @@ class PrivateRAG(Defense):
 
     def guarantee(self) -> Guarantee:
         p = self.params
+        pool = self.corpus.assumption()
+        if self.truncated_queries:
+            pool = pool.model_copy(update={"met": False, "detail": f"{self.truncated_queries} queries scored a truncated "
+                                                                   f"pool ({pool.detail})"})
         return Guarantee(
             unit=DocumentUnit(), scope=PerDocumentFilter(eps_q=p.eps_q, max_charges=p.max_charges),
-            boundary="answers", retrieval_randomised=False,
+            boundary="answers", retrieval_randomised=False, adjacency="add-remove",
+            max_chunks=self.corpus.facts.max_chunks if self.corpus.facts else None,
+            assumptions=(
+                pool,
+                Assumption(name="one-voter-per-document",
+                           statement="a document is charged once per query and reaches at most one voter",
+                           met=True, detail="one entry per document (its best passage) passes tau and votes"),
+                Assumption(name="model-not-trained-on-corpus",
+                           statement="the LLM's weights hold nothing of the corpus (its no-retrieval prompt is public)",
+                           met=None, detail="cannot be checked in code"),
+            ),
             notes=(f"per-document filter (MuRAG): tau={p.tau:g}, eps_q={p.eps_q:g} charged per relevant query, "
                    f"retired after M={p.max_charges}; answers by public-candidate token voting "
-                   f"({p.voters} voters, eps {p.eps_q / p.max_new_tokens:g} per token); add/remove adjacency"),
+                   f"({p.voters} voters, eps {p.eps_q / p.max_new_tokens:g} per token)"),
         )

@@ -15,6 +15,7 @@ crash leaves either the old index or the new one, never a half-written mix.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import tempfile
@@ -40,16 +41,28 @@ EMBED_SLICE = 256  # passages embedded between two progress reports (a second or
 Progress = Callable[[int, int], None]
 
 
+def _pin_faiss_threads() -> None:
+    """FAISS's OpenMP threads follow $RAGLEAK_THREADS, like the generator's: a one-query search
+    over a small flat index spends 1000x longer spinning threads than scoring on a loaded machine."""
+    import faiss
+
+    value = os.environ.get("RAGLEAK_THREADS")
+    if value and value.isdigit() and int(value) >= 1 and faiss.omp_get_max_threads() != int(value):
+        faiss.omp_set_num_threads(int(value))
+
+
 class PassageIndex:
     def __init__(self, embedder: Embedder, metadata: dict | None = None) -> None:
         import faiss
 
+        _pin_faiss_threads()
         self.embedder = embedder
         self.metadata = dict(metadata or {})
         self._faiss = faiss.IndexIDMap2(faiss.IndexFlatIP(embedder.dim))
         self._passages: dict[int, Passage] = {}
         self._by_passage_id: dict[str, int] = {}
         self._next_id = 0
+        self._query_vectors: dict[str, np.ndarray] = {}  # a pipeline and its defense embed the same query
 
     # -- building -------------------------------------------------------------------------
     @classmethod
@@ -107,13 +120,52 @@ class PassageIndex:
     def doc_ids(self) -> list[str]:
         return sorted({p.doc_id for p in self._passages.values()})
 
+    @property
+    def exact(self) -> bool:
+        """True when the FAISS index scores every passage exactly (a flat index, not IVF/HNSW/PQ)."""
+        import faiss
+
+        inner = faiss.downcast_index(self._faiss.index) if hasattr(self._faiss, "index") else self._faiss
+        return isinstance(inner, faiss.IndexFlat)
+
     def search(self, query: str, k: int) -> list[Scored]:
         return self.search_many([query], k)[0]
+
+    def score_all(self, query: str) -> list[Scored]:
+        """Every passage with its exact score for ``query``, best first (a flat index: one pass)."""
+        return self.search(query, len(self._passages))
+
+    def best_per_document(self, query: str, passages: int | None = None) -> list[Scored]:
+        """One entry per document: its best passage, scored by the document's best (max) passage
+        score, best first; over every passage (exact) or the ``passages`` top-scored ones only."""
+        if not self._passages:
+            return []
+        k = len(self._passages) if passages is None else min(passages, len(self._passages))
+        scores, ids = self._faiss.search(self._encode_queries([query]), k)
+        best: dict[str, Scored] = {}
+        for score, i in zip(scores[0].tolist(), ids[0].tolist()):
+            if i >= 0 and self._passages[i].doc_id not in best:  # sorted best first: the first is the max
+                best[self._passages[i].doc_id] = Scored(passage=self._passages[i], score=float(score))
+        return list(best.values())
+
+    def chunks_per_document(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for p in self._passages.values():
+            counts[p.doc_id] = counts.get(p.doc_id, 0) + 1
+        return counts
+
+    def _encode_queries(self, queries: list[str]) -> np.ndarray:
+        missing = [q for q in dict.fromkeys(queries) if q not in self._query_vectors]
+        if missing:
+            if len(self._query_vectors) + len(missing) > 256:
+                self._query_vectors.clear()
+            self._query_vectors.update(zip(missing, self.embedder.encode(missing)))
+        return np.stack([self._query_vectors[q] for q in queries]).astype(np.float32, copy=False)
 
     def search_many(self, queries: Sequence[str], k: int) -> list[list[Scored]]:
         if not self._passages:
             return [[] for _ in queries]
-        q = self.embedder.encode(list(queries))
+        q = self._encode_queries(list(queries))
         scores, ids = self._faiss.search(q, min(k, len(self._passages)))
         return [
             [Scored(passage=self._passages[int(i)], score=float(s)) for s, i in zip(row_s, row_i) if i >= 0]

@@ -27,6 +27,19 @@ class Response:
     trace: Trace
 
 
+@dataclass(frozen=True)
+class Retrieval:
+    """The retrieval side of one query: what the index handed over, what ``score_retrieval``
+    returned, the top-k selected, and the context ``rewrite_context`` left for the prompt."""
+
+    candidates: list[Scored]
+    rescored: list[Scored]
+    selected: list[Scored]
+    context: list[Passage]
+    hooks: list[HookRecord]
+    timings: dict[str, float]
+
+
 def _items(scored: list[Scored]) -> list[RetrievedItem]:
     return [RetrievedItem(passage_id=s.passage.id, doc_id=s.passage.doc_id, score=s.score) for s in scored]
 
@@ -59,13 +72,15 @@ class RAGPipeline:
         self.ctx = ctx or RunContext()
         self._prepared = False
 
-    def answer(self, query: str, history: list[Turn] | tuple[Turn, ...] = ()) -> Response:
+    def retrieve(self, query: str, history: list[Turn] | tuple[Turn, ...] = (), principal: str | None = None) -> Retrieval:
+        """Steps 1-5 of ``answer`` without generation: the defense's retrieval-side hooks on this
+        index (what an empirical privacy test of a retrieval-side mechanism runs, many times)."""
         if not self._prepared:
             self.defense.prepare(self.ctx)
             self._prepared = True
         defense, timings, hooks = self.defense, {}, []
-        # not traced: the index served and this turn's history (empty = new conversation)
-        defense.begin_query(self.index, tuple(history))
+        # not traced: the index served, this turn's history (empty = new conversation), the client id
+        defense.begin_query(self.index, tuple(history), principal)
 
         t = time.perf_counter()
         candidates = self.index.search(query, self.candidate_k)
@@ -84,6 +99,14 @@ class RAGPipeline:
         context = list(defense.rewrite_context(query, list(passages)))
         hooks.append(HookRecord(hook="rewrite_context", digest_in=_passage_digest(passages),
                                 digest_out=_passage_digest(context), seconds=time.perf_counter() - t))
+        return Retrieval(candidates=list(candidates), rescored=rescored, selected=selected, context=context,
+                         hooks=hooks, timings=timings)
+
+    def answer(self, query: str, history: list[Turn] | tuple[Turn, ...] = (), principal: str | None = None) -> Response:
+        """One query through the defense's hooks; ``principal`` is the client id the target was
+        told (None: none), for defenses that keep a budget per client."""
+        r = self.retrieve(query, history, principal)
+        defense, timings, hooks, context, selected = self.defense, dict(r.timings), list(r.hooks), r.context, r.selected
 
         messages = build_rag_messages(query, context, self.system_prompt, history)
         prompt = self.generator.render(messages)
@@ -112,8 +135,8 @@ class RAGPipeline:
             turn=len(history),
             defense=defense.name,
             model=self.generator.model_id,
-            candidates=_items(candidates),
-            rescored=_items(rescored),
+            candidates=_items(r.candidates),
+            rescored=_items(r.rescored),
             context=[RetrievedItem(passage_id=p.id, doc_id=p.doc_id, score=context_scores.get(p.id))
                      for p in context],
             prompt=prompt,

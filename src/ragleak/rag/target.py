@@ -38,14 +38,19 @@ class Target(Protocol):
 
 
 class PipelineTarget:
+    """The built-in pipeline as a target; ``principal`` is the client id it tells the defense on
+    every query (None: the requests name no client, and a per-client budget sees one stream)."""
+
     name = "pipeline"
     exposes_retrieved_ids = True
 
-    def __init__(self, pipeline: RAGPipeline) -> None:
+    def __init__(self, pipeline: RAGPipeline, principal: str | None = None) -> None:
         self.pipeline = pipeline
+        self.principal = principal
 
-    def answer(self, query: str, history: Sequence[Turn] = ()) -> TargetResponse:
-        response = self.pipeline.answer(query, tuple(history))
+    def answer(self, query: str, history: Sequence[Turn] = (), principal: str | None = None) -> TargetResponse:
+        """``principal`` (a request's own client id, e.g. from ``ragleak serve``) wins over the target's."""
+        response = self.pipeline.answer(query, tuple(history), self.principal if principal is None else principal)
         return TargetResponse(query=query, answer=response.answer,
                               retrieved_ids=response.trace.retrieved_ids, trace=response.trace)
 

@@ -145,7 +145,8 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
     g_rows = [[_td(g["defense"]), _td(g["epsilon_setting"] or "- (inert)"),
                _td(g["guarantee"]["unit"]["kind"]),
                _td(g["guarantee"]["scope"]["kind"]), _td(g["guarantee"]["boundary"]),
-               _td(", ".join(f"T={p['queries']}: {_num(p['eps'])}" for p in g["curve"]) or "no formal guarantee")]
+               _td(f"VOID: {g['void_reason']}" if g.get("void") else
+                   ", ".join(f"T={p['queries']}: {_num(p['eps'])}" for p in g["curve"]) or "no formal guarantee")]
               for g in summary["guarantees"]]
     parts.append(_table(["defense", "grid eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows))
     parts.append("<h2 id='cells'>All cells</h2>")

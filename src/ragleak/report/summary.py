@@ -162,7 +162,8 @@ def _named(inv, name: str):
 
 
 def guarantee_curves(records: list[CellRecord]) -> list[dict[str, Any]]:
-    from ragleak.accounting.composition import epsilon_after
+    from ragleak.accounting.card import describe_adjacency
+    from ragleak.accounting.composition import epsilon_after, void_reason
     from ragleak.accounting.guarantee import Guarantee
 
     seen, out = set(), []
@@ -179,8 +180,13 @@ def guarantee_curves(records: list[CellRecord]) -> list[dict[str, Any]]:
         g = Guarantee.model_validate(r.guarantee)
         points = [epsilon_after(g, t).model_dump(mode="json") for t in CARD_QUERIES] if g.is_formal else []
         setting = None if epsilon is None else f"{r.spec.epsilon_param}={epsilon:g}"
+        # the claim on its own boundary, checked against the corpus the cell served: a violated
+        # assumption (a truncated pool, ...) voids it here too
+        reason = void_reason(g) if g.is_formal else ""
         out.append({"defense": r.spec.defense, "epsilon": epsilon, "epsilon_setting": setting,
-                    "guarantee": r.guarantee, "curve": points})
+                    "guarantee": r.guarantee, "curve": points, "void": bool(reason), "void_reason": reason,
+                    "adjacency": describe_adjacency(g),
+                    "assumptions": [a.model_dump(mode="json") for a in g.assumptions]})
     return out
 
 

@@ -1,0 +1,149 @@
+"""The pool a document-level mechanism selects from: every document of the served index.
+
+Two facts the DP proofs of the retrieval-side defenses need, and that a top-``candidate_k`` pool
+breaks:
+
+* **the pool is the whole corpus.** Noise added only to the exact top-n that the index hands
+  over leaves a document just outside the pool with probability 0 of selection on one corpus and
+  > 0 on its neighbour (unbounded privacy loss). ``CorpusPool.documents`` therefore scores every
+  passage of the flat index (exact inner products, one pass; cheap up to ``WHOLE_CORPUS_LIMIT``
+  passages). A user-set smaller ``pool``, an index beyond the limit or an approximate index make
+  the assumption false, and the defense's card says so (void).
+* **one score per document.** A document split into c passages would move c scores (or reach c
+  voters). The pool holds one entry per document: its best passage, scored by the maximum of its
+  passages' scores. Substituting one document changes only its own entry, so after clipping to
+  [a, b] the score vector moves in one coordinate by at most b - a, whatever c is.
+
+``CorpusFacts`` records what a card is checked against: passages, documents, the most passages of
+one document (for a passage-level proof's group privacy) and whether the index is exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ragleak.accounting.guarantee import Assumption
+from ragleak.records import Scored
+
+if TYPE_CHECKING:
+    from ragleak.rag.index import PassageIndex
+
+#: passages scored exactly on every query; beyond this the pool is the top passages only
+WHOLE_CORPUS_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class CorpusFacts:
+    passages: int
+    documents: int
+    max_chunks: int
+    exact: bool
+
+    @classmethod
+    def of_index(cls, index: "PassageIndex") -> "CorpusFacts":
+        chunks = index.chunks_per_document()
+        return cls(passages=len(index), documents=len(chunks), max_chunks=max(chunks.values(), default=1),
+                   exact=bool(getattr(index, "exact", False)))
+
+    @classmethod
+    def of_passages(cls, passages) -> "CorpusFacts":
+        """Facts of a chunked corpus before indexing (an index built from it is flat and exact)."""
+        chunks: dict[str, int] = {}
+        for p in passages:
+            chunks[p.doc_id] = chunks.get(p.doc_id, 0) + 1
+        return cls(passages=sum(chunks.values()), documents=len(chunks), max_chunks=max(chunks.values(), default=1),
+                   exact=True)
+
+
+def best_per_document(scored: list[Scored]) -> list[Scored]:
+    """One entry per document (its best passage, the document's max score), best first."""
+    best: dict[str, Scored] = {}
+    for s in scored:
+        if s.passage.doc_id not in best or s.score > best[s.passage.doc_id].score:
+            best[s.passage.doc_id] = s
+    return sorted(best.values(), key=lambda s: -s.score)
+
+
+class CorpusPool:
+    """The documents one query selects from, and whether that pool is the whole corpus.
+
+    The pipeline tells the defense its index in ``begin_query``; the defense calls ``observe``
+    there and ``documents`` in ``score_retrieval``. Without an observed index (a hook called
+    directly) the candidates handed in are taken as the corpus and nothing is checked.
+    """
+
+    def __init__(self, pool: int | None = None) -> None:
+        self.pool = pool
+        self.index: PassageIndex | None = None
+        self.facts: CorpusFacts | None = None
+        self._seen: tuple[int, int] | None = None
+        self.truncated_queries = 0
+
+    def observe(self, index: "PassageIndex") -> None:
+        key = (id(index), len(index))
+        if key != self._seen:  # facts are computed once per served index
+            self.index, self.facts, self._seen = index, CorpusFacts.of_index(index), key
+
+    def assume(self, facts: CorpusFacts) -> None:
+        """Check against a corpus not served yet (``ragleak account --corpus``): its facts, no index."""
+        self.facts = facts
+
+    def covers_corpus(self) -> bool | None:
+        if self.facts is None:
+            return None
+        f = self.facts
+        return (f.exact and f.passages <= WHOLE_CORPUS_LIMIT and (self.pool is None or self.pool >= f.documents))
+
+    def documents(self, query: str, candidates: list[Scored]) -> list[Scored]:
+        """One entry per document of the pool, best first."""
+        if self.index is None:
+            docs = best_per_document(candidates)
+        else:
+            limit = None if len(self.index) <= WHOLE_CORPUS_LIMIT else WHOLE_CORPUS_LIMIT
+            docs = self.index.best_per_document(query, limit)
+        if self.pool is not None:
+            docs = docs[: self.pool]
+        self._count()
+        return docs
+
+    def passages(self, query: str, candidates: list[Scored]) -> list[Scored]:
+        """Every passage of the pool's documents, best first (for a passage-level mechanism)."""
+        if self.index is None:
+            scored = sorted(candidates, key=lambda s: -s.score)
+        else:
+            scored = self.index.search(query, min(len(self.index), WHOLE_CORPUS_LIMIT))
+        if self.pool is not None:
+            keep = {d.passage.doc_id for d in best_per_document(scored)[: self.pool]}
+            scored = [s for s in scored if s.passage.doc_id in keep]
+        self._count()
+        return scored
+
+    def _count(self) -> None:
+        if self.covers_corpus() is False:
+            self.truncated_queries += 1
+
+    def assumption(self) -> Assumption:
+        """'pool-covers-corpus', checked against the observed index (unchecked before one is seen)."""
+        statement = ("every document of the corpus is in the selection pool, scored exactly (a pool cut by exact "
+                     "rank is a data-dependent step outside the mechanism: a document just outside it has "
+                     "probability 0 of selection on one corpus and > 0 on its neighbour)")
+        f = self.facts
+        if f is None:
+            if self.pool is not None:
+                return Assumption(name="pool-covers-corpus", statement=statement, met=False,
+                                  detail=f"pool={self.pool} documents set: a corpus larger than the pool is truncated")
+            return Assumption(name="pool-covers-corpus", statement=statement, met=None,
+                              detail="whole corpus by default; no index seen yet to confirm")
+        if not f.exact:
+            return Assumption(name="pool-covers-corpus", statement=statement, met=False,
+                              detail="the index is approximate: scores outside its probed cells are not computed")
+        if f.passages > WHOLE_CORPUS_LIMIT:
+            return Assumption(name="pool-covers-corpus", statement=statement, met=False,
+                              detail=f"{f.passages} passages exceed the exact-scoring limit {WHOLE_CORPUS_LIMIT}: "
+                                     "selection over the top passages only")
+        if self.pool is not None and self.pool < f.documents:
+            return Assumption(name="pool-covers-corpus", statement=statement, met=False,
+                              detail=f"pool={self.pool} documents of {f.documents}: the rest are never candidates")
+        return Assumption(name="pool-covers-corpus", statement=statement, met=True,
+                          detail=f"all {f.documents} documents ({f.passages} passages) scored exactly")
