@@ -94,4 +94,4 @@ def event_lower_bound(k_world: int, n_world: int, k_neighbour: int, n_neighbour:
 
 def ceiling(trials: int, alpha: float, events: int) -> float:
     """The eps_lb of a perfect event (always on one world, never on the other) at this family size."""
-    return audit_ceiling(trials, alpha=2 * alpha / (4 * events))
+    return max(0.0, audit_ceiling(trials, alpha=2 * alpha / (4 * events)))
