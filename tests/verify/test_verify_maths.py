@@ -135,3 +135,15 @@ def test_cli_params_are_read_as_yaml_values():
         {"epsilon": 0.5, "mode": "gumbel", "k": 3, "flag": True}
     with pytest.raises(ConfigError):
         parse_params(["epsilon"])
+
+
+def test_repeated_queries_are_judged_against_the_cards_eps_of_t():
+    from ragleak.verify import VerifySettings, verify_defense
+
+    report = verify_defense("dp-retrieval", settings=VerifySettings(trials=10, stresses=("single",),
+                                                                    adjacencies="card", queries=3))
+    once, thrice = report.scenarios
+    assert once.queries == 1 and thrice.queries == 3 and "x3 queries" in thrice.name
+    assert thrice.claim.eps > once.claim.eps  # eps(3) of the card, not eps(1)
+    assert [e.event for e in thrice.events] == [f"doc-x passages >= {j}" for j in (1, 2, 3)]
+    assert all(e.n_world == e.n_neighbour == 10 for e in thrice.events)
