@@ -158,15 +158,18 @@ def _prototype(defense_cls: type[Defense], params: dict) -> Defense:
 
 
 def _run_world(proto: Defense, index: PassageIndex, scenario: Scenario, settings: VerifySettings,
-               seeds: range, boundary: str, features: dict[str, int]) -> list[Counter]:
+               seeds: range, boundary: str, features: dict[str, int]) -> tuple[list[Counter], Guarantee]:
+    """The observations of every trial, and the guarantee the defense states after serving this
+    corpus (a card may depend on it, e.g. void when the corpus outgrows a pool)."""
     generator = ScriptedLlamaGenerator()
-    out = []
+    out, defense = [], proto
     for seed in seeds:
-        pipeline = RAGPipeline(index=index, generator=generator, defense=copy.deepcopy(proto), top_k=settings.top_k,
+        defense = copy.deepcopy(proto)
+        pipeline = RAGPipeline(index=index, generator=generator, defense=defense, top_k=settings.top_k,
                                candidate_k=settings.candidate_k, ctx=RunContext(seed=seed))
         traces = [pipeline.answer(scenario.query).trace for _ in range(scenario.queries)]
         out.append(_observe(traces, boundary, features))
-    return out
+    return out, defense.guarantee()
 
 
 def verify_defense(defense: str | type[Defense], params: dict | None = None,
@@ -240,17 +243,28 @@ def _run_plan(plan: _Plan, proto: Defense, settings: VerifySettings, boundary: s
     n = settings.trials
     # disjoint seeds per scenario and world: trials are independent within a world
     start = settings.seed * 1_000_003 + number * 2 * n
-    worlds = [_run_world(proto, _index(s, [d.passage for d in w], scores), s, settings, range(a, a + n), boundary,
-                         plan.features)
-              for w, a in ((s.world, start), (s.neighbour, start + n))]
+    runs = [_run_world(proto, _index(s, [d.passage for d in w], scores), s, settings, range(a, a + n), boundary,
+                       plan.features)
+            for w, a in ((s.world, start), (s.neighbour, start + n))]
+    worlds = [observations for observations, _ in runs]
+    claim = plan.claim
+    for _, stated in runs:
+        if stated != proto.guarantee():
+            # the card as the defense states it after serving this corpus: the most lenient one
+            restated, reason = claim_for(stated, s.queries, s.adjacency, claimed_adjacency(stated)[0], settings.delta)
+            if restated is None:
+                return ScenarioResult(**base, applicable=False, reason=f"on this corpus: {reason}",
+                                      seconds=round(time.perf_counter() - t0, 3))
+            if restated.eps > claim.eps:
+                claim = restated.model_copy(update={"note": f"stated after serving the corpus; {restated.note}"})
     events = []
     for feature, top in plan.features.items():
         for j in range(1, top + 1):
             k_w = sum(obs[feature] >= j for obs in worlds[0])
             k_n = sum(obs[feature] >= j for obs in worlds[1])
-            lb = event_lower_bound(k_w, n, k_n, n, delta=plan.claim.delta, alpha=settings.alpha, events=n_events)
+            lb = event_lower_bound(k_w, n, k_n, n, delta=claim.delta, alpha=settings.alpha, events=n_events)
             events.append(EventResult(event=f"{feature} >= {j}", k_world=k_w, k_neighbour=k_n, n_world=n,
                                       n_neighbour=n, p_world=k_w / n, p_neighbour=k_n / n, eps_lb=lb))
     worst = max((e.eps_lb for e in events), default=0.0)
-    return ScenarioResult(**base, applicable=True, claim=plan.claim, events=events, max_eps_lb=worst,
-                          violated=worst > plan.claim.eps, seconds=round(time.perf_counter() - t0, 3))
+    return ScenarioResult(**base, applicable=True, claim=claim, events=events, max_eps_lb=worst,
+                          violated=worst > claim.eps, seconds=round(time.perf_counter() - t0, 3))
