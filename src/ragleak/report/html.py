@@ -188,7 +188,8 @@ def _mi_text(mi: dict | None) -> str:
     if mi is None:
         return "no membership cells"
     return (f"{_num(mi['eps_lb'])} ({mi['scorer']}, TPR {_num(mi['tpr'])} at FPR {_num(mi['fpr'])}, "
-            f"{mi['members']}+{mi['nonmembers']} candidates, Bonferroni over {mi['thresholds']} thresholds)")
+            f"{mi['members']}+{mi['nonmembers']} candidates, {mi['cells']} cell(s), Bonferroni over {mi['thresholds']} "
+            "thresholds)")
 
 
 def privacy_checks_html(rows: list[dict]) -> str:

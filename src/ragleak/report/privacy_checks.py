@@ -55,7 +55,8 @@ def mi_lower_bound(score_sets: list[tuple[str, list[float], list[float]]], delta
     for label, t, tp, fp, n_in, n_out in tests:
         lb = eps_lower_bound(fp=fp, n_out=n_out, fn=n_in - tp, n_in=n_in, delta=delta, alpha=alpha,
                              n_thresholds=len(tests))
-        if best is None or lb > best["eps_lb"]:
+        # ties (often all 0) go to the threshold that separates the classes best
+        if best is None or (lb, tp / n_in - fp / n_out) > (best["eps_lb"], best["tpr"] - best["fpr"]):
             best = {"eps_lb": lb, "scorer": label, "threshold": t, "tpr": tp / n_in, "fpr": fp / n_out,
                     "members": n_in, "nonmembers": n_out}
     assert best is not None
@@ -76,7 +77,7 @@ def _transcript_scores(run_dir: Path, record: CellRecord) -> list[tuple[str, lis
         return []
     labelled = [m for m in transcript.membership if m.member is not None and m.scores]
     scorers = sorted({s for m in labelled for s in m.scores})
-    return [(f"{record.spec.label}:{s}", [m.scores[s] for m in labelled if m.member and s in m.scores],
+    return [(s, [m.scores[s] for m in labelled if m.member and s in m.scores],
              [m.scores[s] for m in labelled if not m.member and s in m.scores]) for s in scorers]
 
 
@@ -132,8 +133,10 @@ def privacy_checks(run_dir: Path, records: list[CellRecord]) -> list[dict[str, A
                              "scenario": worst.name if worst else None,
                              "scenario_claim_eps": worst.claim.eps if worst else None,
                              "scenario_eps_lb": worst.max_eps_lb if worst else None}
-        mi = mi_lower_bound([s for r in cells for s in _transcript_scores(run_dir, r)],
-                            delta=0.0 if claim.void else claim.delta)
+        score_sets = {r.cell_id: _transcript_scores(run_dir, r) for r in cells}
+        mi = mi_lower_bound([s for sets in score_sets.values() for s in sets], delta=0.0 if claim.void else claim.delta)
+        if mi is not None:
+            mi["cells"] = sum(bool(sets) for sets in score_sets.values())
         if mi is not None and not claim.void:
             mi["tpr_ceiling"] = tpr_bound(mi["fpr"], claim.eps, min(1.0, claim.delta))
         row["mi"] = mi
