@@ -86,3 +86,13 @@ def test_no_labelling_certifies_more_than_a_perfect_split(members, nonmembers):
     # any scores certify at most what a perfect split of these sizes (fewest thresholds) would
     perfect = mi_lower_bound([("s", [10.0] * len(members), [-10.0] * len(nonmembers))], delta=0.0)
     assert best["eps_lb"] <= perfect["eps_lb"] + 1e-9
+
+
+def test_a_beaten_claim_is_a_sarif_error(tmp_path):
+    import json
+
+    from ragleak.report.ci import sarif
+
+    findings = json.loads(sarif(summarize(_run(tmp_path))))["runs"][0]["results"]
+    beaten = [f for f in findings if f["ruleId"] == "ragleak.claim-beaten"]
+    assert len(beaten) == 1 and beaten[0]["level"] == "error" and "dp-vote" in beaten[0]["message"]["text"]
