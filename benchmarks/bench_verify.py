@@ -91,6 +91,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
+    from ragleak.accounting.bounds import log_ratio_interval
     from ragleak.defenses import DEFENSES, make_defense
     from ragleak.defenses.dp_retrieval import DPRetrieval
     from ragleak.verify import VerifySettings, verify_defense
@@ -131,10 +132,10 @@ def main() -> None:
                                                                  adjacencies="card"))
     event = measured.scenarios[0].events[0]
     p, q = event.p_world, event.p_neighbour
-    se = math.sqrt(p * (1 - p) / event.n_world + q * (1 - q) / event.n_neighbour)
+    estimate, _, high = log_ratio_interval(event.k_world, event.n_world, event.k_neighbour, event.n_neighbour, z=1.0)
     report["power"]["laplace-selection"] = {
         "event": event.event, "p_world": p, "p_neighbour": q, "measured_trials_per_world": event.n_world,
-        "log_ratio": math.log(p / q) if q > 0 else None, "log_ratio_se": se / min(p, q) if q > 0 else None,
+        "log_ratio": estimate, "log_ratio_se": high - estimate,
         "claimed_eps": 1.0, "true_eps": 2.0, "trials_per_world": trials_for_power(p, q, 1.0, args.events)}
     text = json.dumps(report, indent=2)
     if args.out:
