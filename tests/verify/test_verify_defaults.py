@@ -21,9 +21,9 @@ from ragleak.verify import STRESSES, VerifySettings, verify_defense
 
 # per defense: trials per world and the stresses run (dp-synthetic rebuilds its corpus over the
 # whole WordNet vocabulary on every trial, ~0.1 s, so it runs the single-document pair only)
-BUDGET = {"dp-synthetic": (15, ("single",))}
+BUDGET = {"dp-synthetic": (10, ("single",))}
 DEFAULT_BUDGET = (200, STRESSES)
-GENERATION_BUDGET = (100, STRESSES)
+GENERATION_BUDGET = (80, STRESSES)
 
 
 def dp_defenses() -> list[str]:
