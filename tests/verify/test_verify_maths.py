@@ -147,3 +147,12 @@ def test_repeated_queries_are_judged_against_the_cards_eps_of_t():
     assert thrice.claim.eps > once.claim.eps  # eps(3) of the card, not eps(1)
     assert [e.event for e in thrice.events] == [f"doc-x passages >= {j}" for j in (1, 2, 3)]
     assert all(e.n_world == e.n_neighbour == 10 for e in thrice.events)
+
+
+def test_a_claim_on_answers_and_citations_watches_both():
+    from ragleak.verify.run import _features
+
+    scenario = build_scenarios(20, 5, ("multi-chunk",), ("substitution",))[0]
+    both = _features(scenario, "answers+citations")
+    assert both["doc-x passages"] == 2 and "first token alpha" in both
+    assert "doc-x passages" not in _features(scenario, "answers")

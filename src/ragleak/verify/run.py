@@ -6,8 +6,8 @@ seed, asked the scenario's query T times, each as a new conversation. What the t
 what the card's boundary covers:
 
 * ``retrieved-ids``: how many of the T contexts' passages came from each watched document;
-* ``answers`` (and ``answers+citations``): the first token of each answer, generated through the
-  defense's own ``generate`` over ``scripted.ScriptedDecoder``'s distribution;
+* ``answers``: the first token of each answer, generated through the defense's own ``generate``
+  over ``scripted.ScriptedDecoder``'s distribution; ``answers+citations``: both of the above;
 * ``synthetic-corpus``: whether each word of a watched document reached the T prompts.
 
 Events are "feature >= j" for every feature and j up to its most possible count, declared from
@@ -115,8 +115,9 @@ def claim_for(guarantee: Guarantee, queries: int, scenario_adjacency: str, card_
 
 def _features(scenario: Scenario, boundary: str) -> dict[str, int]:
     t = scenario.queries
+    ids = {f"{doc} passages": t * scenario.max_chunks(doc) for doc in scenario.focus}
     if boundary == "retrieved-ids":
-        return {f"{doc} passages": t * scenario.max_chunks(doc) for doc in scenario.focus}
+        return ids
     if boundary == "synthetic-corpus":
         # words only the watched documents have (not the query's, which every prompt holds)
         others = {w for d in scenario.world + scenario.neighbour if d.passage.doc_id not in scenario.focus
@@ -124,21 +125,23 @@ def _features(scenario: Scenario, boundary: str) -> dict[str, int]:
         words = sorted({w for d in scenario.world + scenario.neighbour if d.passage.doc_id in scenario.focus
                         for w in _WORD.findall(d.passage.text.lower()) if len(w) > 2} - others)
         return {f"word {w!r} in context": t for w in words}
-    return {f"first token {v or 'none'}": t for v in (*VOCABULARY[1:], "")}
+    answers = {f"first token {v or 'none'}": t for v in (*VOCABULARY[1:], "")}
+    # a claim on answers plus citations covers which documents were used as well
+    return {**answers, **ids} if boundary == "answers+citations" else answers
 
 
 def _observe(traces: list[Trace], boundary: str, features: dict[str, int]) -> Counter:
     seen: Counter = Counter()
     for trace in traces:
-        if boundary == "retrieved-ids":
+        if boundary in ("retrieved-ids", "answers+citations"):
             for item in trace.context:
                 seen[f"{item.doc_id} passages"] += 1
-        elif boundary == "synthetic-corpus":
+        if boundary == "synthetic-corpus":
             words = set(_WORD.findall(trace.prompt.lower()))
             for name in features:
                 if name.split("'")[1] in words:
                     seen[name] += 1
-        else:
+        elif boundary != "retrieved-ids":
             first = trace.answer.split()[0] if trace.answer.split() else ""
             seen[f"first token {first or 'none'}"] += 1
     return seen
@@ -202,7 +205,7 @@ def _verify(defense: str | type[Defense], params: dict, settings: VerifySettings
     t0 = time.perf_counter()
     proto = _prototype(defense_cls, params)
     guarantee = proto.guarantee()
-    boundary = "answers" if guarantee.boundary == "answers+citations" else guarantee.boundary
+    boundary = guarantee.boundary
     adjacency, adjacency_source = claimed_adjacency(guarantee)
     scenarios = build_scenarios(settings.candidate_k, settings.top_k, settings.stresses,
                                 ("substitution", "add-remove") if settings.adjacencies == "both" else (adjacency,))
