@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("accounting", ("accounting",)),
     ("defenses", ("defenses",)),
     ("pipeline", ("rag.pipeline", "rag.target")),
-    ("stack", ("stack", "testing")),
+    ("stack", ("stack", "testing", "verify")),
     ("attacks", ("attacks",)),
     ("metrics", ("metrics",)),
     ("audit", ("audit",)),

@@ -29,7 +29,7 @@ def notes_dir(tmp_path):
 
 
 def test_help_for_every_command():
-    for args in ([], ["index"], ["index", "build"], ["index", "info"], ["ask"], ["models"], ["demo"], ["serve"]):
+    for args in ([], ["index"], ["index", "build"], ["index", "info"], ["ask"], ["models"], ["demo"], ["serve"], ["verify"]):
         result = ragleak(*args, "--help")
         assert result.returncode == 0, (args, result.stderr)
         assert "Usage" in result.stdout

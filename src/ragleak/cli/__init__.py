@@ -260,6 +260,9 @@ from ragleak.cli.attack import attack_command  # noqa: E402
 app.command("attack")(attack_command)
 from ragleak.cli.account import account_command  # noqa: E402
 app.command("account")(account_command)
+from ragleak.cli.verify import verify_command  # noqa: E402
+
+app.command("verify")(verify_command)
 from ragleak.cli.audit import audit_command  # noqa: E402
 app.command("audit")(audit_command)
 from ragleak.cli.grid import grid_command  # noqa: E402

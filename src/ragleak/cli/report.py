@@ -34,6 +34,11 @@ def report_command(
     troubled = summary["failed"] + summary["partial"]
     if troubled:
         console.print(fault_table(troubled))
+    for row in summary.get("privacy_checks", []):
+        if row["beaten"]:
+            console.print(f"[bold red]claim beaten:[/bold red] {escape(row['defense'])}: eps({row['queries']}) = "
+                          f"{row['claim_eps']:.4g} is below the lower bound of {escape(' and '.join(row['beaten_by']))}",
+                          highlight=False)
     status, ex = summary["status_counts"], summary["excluded"]
     console.print(f"{summary['cells']} cells ({status['ok']} ok, {status['partial']} partial, {status['failed']} failed, "
                   f"{status['error']} errors); aggregates leave out {ex['failed']} failed and {ex['error']} crashed "

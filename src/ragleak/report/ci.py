@@ -23,6 +23,11 @@ def sarif(summary: dict[str, Any]) -> str:
             title = titles.get(cell["metric"], cell["metric"])
             results.append(_result("ragleak.not-interpretable", "note",
                                    f"{title} on {cell['defense']} is not interpretable: {cell['reason']}", None))
+    for row in summary.get("privacy_checks", []):
+        if row["beaten"]:
+            results.append(_result("ragleak.claim-beaten", "error",
+                                   f"{row['defense']}: the claimed eps({row['queries']}) = {row['claim_eps']:.4g} is "
+                                   f"beaten by {' and '.join(row['beaten_by'])}", None))
     for err in summary.get("errors", []):
         results.append(_result("ragleak.cell-error", "warning", f"cell {err['label']} crashed: {err['error']}", None))
     for cell in summary.get("failed", []):

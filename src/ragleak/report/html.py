@@ -18,7 +18,7 @@ h1{font-size:1.6rem;margin-bottom:.2rem} h2{font-size:1.2rem;margin-top:2rem;bor
 th{background:#f3f5fa} .active{background:#e3f6e6} .pattern-limited{background:#fff4d6} .pass-through{background:#fde2e2}
 .not-overridden{color:#999} .no{color:#a33} .yes{color:#286b35} .cards{display:flex;gap:1rem;flex-wrap:wrap}
 .card{border:1px solid #dde;border-radius:6px;padding:.6rem .9rem;min-width:9rem} .card b{display:block;font-size:1.4rem}
-.fig{margin:.5rem 0} .nav{margin:.8rem 0;font-size:13px} .nav a{color:#2f5597;text-decoration:none} code{background:#f3f5fa;padding:0 3px;border-radius:3px}
+.beaten{background:#fde2e2;color:#a11;font-weight:bold} .fig{margin:.5rem 0} .nav{margin:.8rem 0;font-size:13px} .nav a{color:#2f5597;text-decoration:none} code{background:#f3f5fa;padding:0 3px;border-radius:3px}
 """
 
 
@@ -149,6 +149,8 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
                    ", ".join(f"T={p['queries']}: {_num(p['eps'])}" for p in g["curve"]) or "no formal guarantee")]
               for g in summary["guarantees"]]
     parts.append(_table(["defense", "grid eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows))
+    if summary.get("privacy_checks"):
+        parts.append(privacy_checks_html(summary["privacy_checks"]))
     parts.append("<h2 id='cells'>All cells</h2>")
     cell_rows = [[_td(c["label"]), _td(c["status"]), _td(json.dumps(c["counts"])),
                   _td(json.dumps({metric_title(k): v for k, v in c["metrics"].items()})), _td(c["model_calls"]),
@@ -168,6 +170,49 @@ def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
     parts.append("<p class='sub'>Reproduce: <code>ragleak report RUN_DIR</code> over the same run directory.</p></body></html>")
     page = "".join(parts)
     return page.replace("<!--nav-->", _nav(page), 1)
+
+
+def _claim_text(row: dict) -> str:
+    if row["claim_void"]:
+        return f"void on answers ({row['claim_reason']}); own boundary {row['boundary']}: {_num(row['claim_own_boundary'])}"
+    return f"{_num(row['claim_eps'])} (delta {_num(row['claim_delta'])})"
+
+
+def _verify_text(v: dict | None) -> str:
+    if v is None:
+        return "not run (ragleak verify DEFENSE --json RUN_DIR/verify/DEFENSE.json)"
+    return (f"{_num(v['max_eps_lb'])} vs per-query claim {_num(v['scenario_claim_eps'])} "
+            f"({v['scenario']}, {v['trials']} trials/world)")
+
+
+def _mi_text(mi: dict | None) -> str:
+    if mi is None:
+        return "no membership cells"
+    return (f"{_num(mi['eps_lb'])} ({mi['scorer']}, TPR {_num(mi['tpr'])} at FPR {_num(mi['fpr'])}, "
+            f"{mi['members']}+{mi['nonmembers']} candidates, {mi['cells']} cell(s), Bonferroni over {mi['thresholds']} "
+            "thresholds)")
+
+
+def privacy_checks_html(rows: list[dict]) -> str:
+    """Claimed eps(T) for the run's query count against the verify and membership lower bounds;
+    a claim either beats is flagged in red."""
+    body = []
+    for row in rows:
+        mi = row["mi"]
+        ceiling = "-" if mi is None or "tpr_ceiling" not in mi else f"{_num(mi['tpr_ceiling'])} at FPR {_num(mi['fpr'])}"
+        verdict = ("BEATEN by " + " and ".join(row["beaten_by"])) if row["beaten"] else "not beaten"
+        cls = "beaten" if row["beaten"] else ""
+        body.append([_td(row["defense"], cls), _td(row["epsilon_setting"] or "-"), _td(row["queries"]),
+                     _td(_claim_text(row)), _td(_verify_text(row["verify"]), "beaten" if row["verify"] and row["verify"]["violated"] else ""),
+                     _td(_mi_text(mi), "beaten" if "membership attack" in row["beaten_by"] else ""),
+                     _td(ceiling), _td(verdict, cls)])
+    return ("<h3>Claims against evidence</h3><p class='sub'>claimed epsilon(T) at the run's query count, as seen on "
+            "answers; the <code>ragleak verify</code> lower bound (neighbouring corpora, Clopper-Pearson, Bonferroni "
+            "over events) and the lower bound implied by the run's own membership attack (best threshold, "
+            "Clopper-Pearson, Bonferroni over thresholds), with the TPR the claim allows at the attack's FPR. "
+            "Red: a lower bound above the claim.</p>"
+            + _table(["defense", "grid eps", "T", "claimed eps(T)", "verify eps_lb", "membership eps_lb",
+                      "MI TPR ceiling", "verdict"], body))
 
 
 _H2 = re.compile(r"<h2 id='([a-z-]+)'>(.*?)</h2>")

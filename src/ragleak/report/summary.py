@@ -22,6 +22,7 @@ from ragleak.accounting.card import CARD_QUERIES
 from ragleak.grid.store import MEASURED, CellRecord
 from ragleak.metrics import METRICS, metric_channels, metric_info, split_key
 from ragleak.report.cells import BASELINE, condition_key, corrupt_records, load_run
+from ragleak.report.privacy_checks import privacy_checks
 from ragleak.report.utility import utility_curves
 
 log = logging.getLogger(__name__)
@@ -257,6 +258,7 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         **{k: v for k, v in agg.items() if k != "collapsed"},
         **audit_tables(records, agg["deltas"]),
         "guarantees": guarantee_curves(records),
+        "privacy_checks": privacy_checks(run_dir, records),
         "utility_curves": utility_curves(run_dir, records),
         "metrics": {key: metric_info(key) for key in sorted({k for r in measured for k in r.metrics if _registered(k)})},
         "attribution": attribution_results(records),
