@@ -18,12 +18,13 @@ DEFENSES: Registry[type[Defense]] = Registry(
         "lprag": "ragleak.defenses.lprag:LPRAG",
         "lprag-output": "ragleak.defenses.lprag:LPRAGOutput",
         "dp-vote": "ragleak.defenses.dp_vote:DPVote",
+        "external": "ragleak.defenses.external:ExternalDefense",
     },
 )
 
+#: The defense names an endpoint target's cells may carry: its own defense runs in the service.
+ENDPOINT_DEFENSES = ("none", "external")
 
-def make_defense(name: str, **params) -> Defense:
-    return DEFENSES.get(name)(**params)
+from ragleak.defenses.loader import defense_class, make_defense  # noqa: E402  (it reads DEFENSES)
 
-
-__all__ = ["DEFENSES", "Defense", "DefenseParams", "make_defense"]
+__all__ = ["DEFENSES", "ENDPOINT_DEFENSES", "Defense", "DefenseParams", "defense_class", "make_defense"]
