@@ -1,4 +1,9 @@
-"""Defenses: classes with up to four pipeline hooks, registered by name."""
+"""Defenses: classes with up to four pipeline hooks, registered by name.
+
+A defense name is a registered name (packages add theirs through the ``ragleak.defenses``
+entry-point group: ``my-defense = "my_package.defense:MyDefense"``) or ``path/to/file.py:Class``
+(``defenses.loader``). ``external`` stands for an endpoint's own defense, which ragleak cannot see.
+"""
 
 from ragleak.defenses.base import Defense, DefenseParams
 from ragleak.registry import Registry
