@@ -5,7 +5,7 @@ into the service, build an MI view from two folders (members, non-members), run 
 endpoint target (Ps, canary, MI) against the service as it is and again with its PII masking
 on, then ``report`` both runs and ``diff`` them.
 
-Kept short: smollm2-135m, a dozen documents, two or four queries per attack.
+Kept short: smollm2-135m, a dozen documents, six queries per run.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _mi_view(members: Path, non_members: Path, out: Path) -> Path:
 def _grid_yaml(tmp: Path, url: str, corpus: Path, views: dict[str, Path]) -> Path:
     config = {
         "name": "own-service", "attacks": ["ps", "canary", "mi"], "defenses": ["external"],
-        "corpora": [str(corpus)], "budgets": {"ps": 2, "canary": 2},
+        "corpora": [str(corpus)], "budgets": {"ps": 2, "canary": 1},
         "attack_params": {"ps": {"pool": "targeted-pii"}, "mi": {"scorers": ["heuristic"]}},
         "target": {"kind": "http", "url": url, "shape": "openai", "api_model": "rag-service",
                    "retrieved_ids_path": "sources", "headers": {"Authorization": "Bearer $env:RAG_TOKEN"},
@@ -79,8 +79,8 @@ def test_audit_the_example_service_end_to_end(tmp_path, monkeypatch):
     # 1. a planted copy of the corpus: the service indexes it, the grid scores against it
     kb = plant_canaries(kb_docs, "email", seed=7)
     planted_docs, canary_view = export_canary_kb(kb, tmp_path / "planted")
-    # 2. an MI view from two folders: two documents the service holds, two it never saw
-    members = _write_folder(tmp_path / "members", kb.documents[:2])
+    # 2. an MI view from two folders: a document the service holds, two it never saw
+    members = _write_folder(tmp_path / "members", kb.documents[:1])
     non_members = _write_folder(tmp_path / "non_members", held_out)
     mi_view = _mi_view(members, non_members, tmp_path / "mi_view.json")
 
@@ -91,7 +91,7 @@ def test_audit_the_example_service_end_to_end(tmp_path, monkeypatch):
     runner = CliRunner()
     runs = {}
     for name, mask in (("plain", False), ("masked", True)):
-        with served(service.build_app(docs, llm, max_tokens=64, mask=mask, token=TOKEN)) as base:
+        with served(service.build_app(docs, llm, top_k=2, max_tokens=48, mask=mask, token=TOKEN)) as base:
             grid = _grid_yaml(tmp_path, f"{base}/v1/chat/completions", planted_docs,
                               {"canary": canary_view, "mi": mi_view})
             out = tmp_path / f"run-{name}"
@@ -103,7 +103,7 @@ def test_audit_the_example_service_end_to_end(tmp_path, monkeypatch):
         for record in records.values():
             assert record.status == "ok", (record.spec.attack, record.status, record.error)
             assert record.spec.defense == "external" and record.spec.target.url.startswith(base)
-        assert records["ps"].counts.answered == 2 and records["mi"].counts.answered == 4
+        assert records["ps"].counts.answered == 2 and records["mi"].counts.answered == 3
         recovery = records["canary"].metrics["canary_recovery"]
         assert recovery.value is not None and (recovery.n, recovery.n_of) == (len(kb.canaries), "canaries")
         mi_keys = [k for k, m in records["mi"].metrics.items() if m.value is not None]

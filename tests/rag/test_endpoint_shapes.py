@@ -81,6 +81,10 @@ def test_a_template_without_history_refuses_a_multi_turn_query(service):
         target.answer("q", history=[Turn(query="a", answer="b")])
     assert len(recorder.calls) == n  # nothing was sent
     assert HttpTarget(f"{base}/ask").sends_history  # the default json body carries "{history}"
+    # a custom body in the chat shape: "{messages}" carries the query and the history
+    chat = HttpTarget(f"{base}/v1/chat/completions", request_template='{"messages": "{messages}", "stream": false}',
+                      answer_path="choices[0].message.content")
+    assert chat.sends_history and chat.answer("q2", history=[Turn(query="q1", answer="a1")]).answer == "q2 after 1 turns"
 
 
 def test_env_header_is_read_at_request_time_and_masked(monkeypatch, serve_echo):

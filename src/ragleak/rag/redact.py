@@ -7,7 +7,8 @@ occurrence with ``***`` in any text before it reaches a transcript, an error mes
 
 A URL or header value may name environment variables instead of holding a secret
 (``Authorization: Bearer $env:RAG_TOKEN``, or ``${env:RAG_TOKEN}``): configs, cell ids and
-records keep the reference, and ``expand_env`` reads the value only where the request is built.
+records keep the reference, and ``expand_env`` reads the value only in the process that sends
+the requests, when it builds the target.
 """
 
 from __future__ import annotations

@@ -238,8 +238,8 @@ class HttpTarget:
             raise EndpointError(f"request template is not valid JSON: {exc}") from exc
         if self.shape == "openai":
             self._template["model"] = self.api_model or "default"
-        elif "{query}" not in self.request_template:
-            raise EndpointError("request template must contain {query}")
+        elif "{query}" not in self.request_template and '"{messages}"' not in self.request_template:
+            raise EndpointError('request template must contain {query} (or "{messages}", which carries it)')
 
     @property
     def exposes_retrieved_ids(self) -> bool:
