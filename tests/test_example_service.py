@@ -91,7 +91,7 @@ def test_audit_the_example_service_end_to_end(tmp_path, monkeypatch):
     runner = CliRunner()
     runs = {}
     for name, mask in (("plain", False), ("masked", True)):
-        with served(service.build_app(docs, llm, top_k=2, max_tokens=48, mask=mask, token=TOKEN)) as base:
+        with served(service.build_app(docs, llm, top_k=1, max_tokens=32, mask=mask, token=TOKEN)) as base:
             grid = _grid_yaml(tmp_path, f"{base}/v1/chat/completions", planted_docs,
                               {"canary": canary_view, "mi": mi_view})
             out = tmp_path / f"run-{name}"
