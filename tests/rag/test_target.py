@@ -89,6 +89,15 @@ def test_http_target_against_the_real_pipeline_served_locally(served_pipeline, p
     assert followup.answer
 
 
+@pytest.mark.model
+def test_serve_speaks_the_openai_shape_so_one_config_audits_ours_and_theirs(served_pipeline, pipeline):
+    target = HttpTarget(f"{served_pipeline}/v1/chat/completions", shape="openai", retrieved_ids_path="retrieved_ids")
+    question = 'Who founded the "Halvorsen Foundry"?'
+    over_http = target.answer(question)
+    direct = pipeline.answer(question)  # the generation cache answers both alike
+    assert over_http.answer == direct.answer and over_http.retrieved_ids == direct.trace.retrieved_ids
+
+
 def test_http_target_bad_request_is_not_retried(served_pipeline):
     target = HttpTarget(f"{served_pipeline}/ask", request_template='{"q": "{query}"}', retries=3, backoff_s=5)
     t0 = time.monotonic()

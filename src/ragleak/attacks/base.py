@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -77,6 +78,21 @@ class CorpusView(Record):
 
     def attacker_view(self) -> "CorpusView":
         return CorpusView(documents=self.documents, topic=self.topic)
+
+
+def read_view(path: str | Path) -> CorpusView:
+    """A corpus view from its JSON file (``CorpusView``: the attacker's documents and topic, and
+    the scoring truth: ``member_ids``, ``secrets``), as ``ragleak attack --view`` and a grid's
+    ``views`` take it."""
+    from pydantic import ValidationError
+
+    try:
+        return CorpusView.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"corpus view file {path} does not exist") from exc
+    except (ValidationError, UnicodeDecodeError) as exc:
+        msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise ConfigError(f"{path}: not a corpus view: {msg}") from exc
 
 
 #: What became of one query. ``failed``: the call raised (dead endpoint, timeout, a prompt longer
@@ -146,6 +162,8 @@ class Transcript(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict, description="attack-specific state (JSON)")
     scoring: dict[str, Any] = Field(default_factory=dict, description="ground-truth labelling, filled after the queries")
     seconds: float = 0.0
+    stopped: str | None = Field(default=None, description="why the session stopped before its budget "
+                                "(the target's errors were sustained); None: it ran its course")
 
     @property
     def answered(self) -> list[QueryRecord]:
@@ -180,6 +198,9 @@ class QuerySession:
 
     In ``multi`` mode, ``ask`` sends each query as the next turn of a rolling conversation that
     restarts every ``turns`` turns; conversations an attack opens itself are unaffected.
+
+    A target with a ``stop_rule`` (``rag.target.StopRule``: endpoints) is queried until its errors
+    are sustained; then ``stopped`` says why and nothing more is sent (``remaining`` is 0).
     """
 
     def __init__(self, target: Target, budget: int, seed: int, mode: SessionMode = "single",
@@ -196,6 +217,8 @@ class QuerySession:
         self.records: list[QueryRecord] = []
         self._conversations = 0
         self._rolling: Conversation[QueryRecord | None] | None = None
+        self._stop_rule = getattr(target, "stop_rule", None)
+        self.stopped: str | None = None
 
     @property
     def used(self) -> int:
@@ -203,7 +226,7 @@ class QuerySession:
 
     @property
     def remaining(self) -> int:
-        return max(0, self.budget - self.used)
+        return 0 if self.stopped else max(0, self.budget - self.used)
 
     @property
     def exposes_retrieved_ids(self) -> bool:
@@ -242,6 +265,11 @@ class QuerySession:
                                  refused=response.refused, phase=phase,
                                  conversation=conversation, turn=turn, seconds=time.perf_counter() - t0)
         self.records.append(record)
+        if self._stop_rule is not None and not record.ok:
+            why = self._stop_rule.reason([r.ok for r in self.records])
+            if why:
+                self.stopped = f"stopped after {self.used} of {self.budget} queries: {why} (last error: {record.error})"
+                log.warning("%s", self.stopped)
         return record
 
 
@@ -314,6 +342,7 @@ class Attack(ABC):
             exposes_retrieved_ids=session.exposes_retrieved_ids, queries=session.records,
             errors=sum(1 for r in session.records if not r.ok), extracted=result.extracted,
             membership=result.membership, state=result.state, seconds=time.perf_counter() - t0,
+            stopped=session.stopped,
         )
         return self.label(transcript, view)
 

@@ -310,10 +310,19 @@ def inventory_file(path: str | os.PathLike, *, strict: bool = False) -> list[Def
 
 
 def inventory_of(target: type | str | os.PathLike, *, strict: bool = False) -> list[DefenseInventory]:
-    """Audit a class, a ``.py`` file, or a registered defense name."""
+    """Audit a class, a ``.py`` file (every Defense subclass in it, or ``file.py:Class`` for one),
+    or a registered defense name."""
+    from ragleak.defenses.loader import split_file_reference
+
     if isinstance(target, type):
         return [inventory_class(target, strict=strict)]
     text = str(target)
+    ref = split_file_reference(text) if not Path(text).is_file() else None
+    if ref is not None:
+        found = [inv for inv in inventory_file(ref[0], strict=strict) if inv.cls == ref[1]]
+        if not found:
+            raise AuditError(f"{ref[0]}: no Defense subclass named {ref[1]!r}")
+        return found
     if text.endswith(".py") or Path(text).is_file():
         return inventory_file(text, strict=strict)
     from ragleak.defenses import DEFENSES

@@ -14,7 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ragleak.cli.attack import HeaderOpt, RetriesOpt, TimeoutOpt, parse_headers
+from ragleak.cli.attack import (AnswerPathOpt, ApiModelOpt, HeaderOpt, IdsPathOpt, RetriesOpt, ShapeOpt, TemplateOpt,
+                                TimeoutOpt, endpoint_target)
 from ragleak.errors import RagleakError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
@@ -92,12 +93,15 @@ def ask(
     question: str = typer.Argument(...),
     index: Optional[Path] = typer.Option(None, "--index", help="index directory (the built-in pipeline)"),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="ask an HTTP endpoint instead of the built-in pipeline"),
-    request_template: str = typer.Option('{"query": "{query}"}', help="JSON request body for --endpoint, with {query}"),
-    answer_path: str = typer.Option("answer", help="JSON path to the answer in the endpoint's response"),
+    shape: str = ShapeOpt,
+    request_template: Optional[str] = TemplateOpt,
+    answer_path: Optional[str] = AnswerPathOpt,
+    retrieved_ids_path: Optional[str] = IdsPathOpt,
+    api_model: Optional[str] = ApiModelOpt,
     timeout: float = TimeoutOpt,
     retries: int = RetriesOpt,
     header: Optional[list[str]] = HeaderOpt,
-    defense: str = typer.Option("none", help="defense name"),
+    defense: str = typer.Option("none", help="defense name, or path/to/file.py:Class"),
     model: Optional[str] = typer.Option(None, help="model name (see `ragleak models`)"),
     trace: bool = typer.Option(False, "--trace", help="show the hook trace"),
     config: Optional[Path] = ConfigOpt,
@@ -108,11 +112,16 @@ def ask(
     if (index is None) == (endpoint is None):
         raise typer.BadParameter("give exactly one of --index or --endpoint")
     if endpoint is not None:
-        from ragleak.rag.target import HttpTarget
+        response = endpoint_target(endpoint, shape, request_template, answer_path, retrieved_ids_path, api_model,
+                                   timeout, retries, header).answer(question)
+        data = {"answer": response.answer, "retrieved_ids": response.retrieved_ids}
 
-        response = HttpTarget(endpoint, request_template=request_template, answer_path=answer_path, timeout_s=timeout,
-                              retries=retries, headers=parse_headers(header)).answer(question)
-        _emit({"answer": response.answer}, as_json, lambda d: console.print(d["answer"]))
+        def show(d) -> None:
+            console.print(d["answer"], markup=False, highlight=False)
+            if d["retrieved_ids"] is not None:
+                console.print(f"retrieved: {', '.join(d['retrieved_ids'])}", markup=False, highlight=False)
+
+        _emit(data, as_json, show)
         return
     from ragleak.defenses import make_defense
     from ragleak.stack import Stack
@@ -190,13 +199,14 @@ def models(
 @app.command()
 def serve(
     index: Path = typer.Option(..., "--index"),
-    defense: str = typer.Option("none"),
+    defense: str = typer.Option("none", help="defense name, or path/to/file.py:Class"),
     host: str = typer.Option("127.0.0.1"),
     port: int = typer.Option(8765),
     config: Optional[Path] = ConfigOpt,
     rebuild_cache: bool = RebuildCacheOpt,
 ) -> None:
-    """Serve the pipeline as a JSON endpoint: POST /ask {"query": ...} -> {"answer", "retrieved_ids"}."""
+    """Serve the pipeline as a JSON endpoint: POST /ask {"query": ...} -> {"answer", "retrieved_ids"}, and
+    POST /v1/chat/completions in the OpenAI chat-completions shape."""
     import uvicorn
 
     from ragleak.defenses import make_defense

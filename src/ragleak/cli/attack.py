@@ -13,21 +13,6 @@ import typer
 from ragleak.errors import ConfigError
 
 
-def _read_view(path: Optional[Path]):
-    from pydantic import ValidationError
-
-    from ragleak.attacks.base import CorpusView
-
-    if path is None:
-        return None
-    try:
-        return CorpusView.model_validate_json(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"corpus view file {path} does not exist") from exc
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: not a corpus view: {exc.errors()[0]['msg']}") from exc
-
-
 def _params(text: Optional[str]) -> dict:
     if not text:
         return {}
@@ -55,21 +40,48 @@ TimeoutOpt = typer.Option(60.0, "--timeout", help="seconds per HTTP attempt (--e
 RetriesOpt = typer.Option(2, "--retries", help="retries after a connection error, timeout, HTTP 5xx or 429, with "
                           "exponential backoff (0.5 s, doubling); other 4xx are not retried (--endpoint)")
 HeaderOpt = typer.Option(None, "--header", help="an HTTP header 'Name: value' for --endpoint (repeatable); "
-                         "credential headers and URL credentials are masked in everything written")
+                         "'$env:NAME' in the value reads an environment variable (quote it: 'Authorization: "
+                         "Bearer $env:RAG_TOKEN'); credentials are masked in everything written")
+ShapeOpt = typer.Option("json", "--shape", help="request shape for --endpoint: json (the --request-template body) "
+                        "or openai (chat-completions: history as messages, answer from choices[0].message.content)")
+TemplateOpt = typer.Option(None, "--request-template", help="JSON request body for --endpoint (shape json), with "
+                           '{query} and "{history}" or "{messages}"; default {"query": "{query}", "history": "{history}"}')
+AnswerPathOpt = typer.Option(None, "--answer-path", help="JSON path to the answer in the endpoint's response "
+                             "(default: answer; openai: choices[0].message.content)")
+IdsPathOpt = typer.Option(None, "--retrieved-ids-path", help="JSON path to the source ids in the endpoint's response")
+ApiModelOpt = typer.Option(None, "--api-model", help="the 'model' field of an openai-shaped request")
+
+
+def endpoint_target(url: str, shape: str, request_template: Optional[str], answer_path: Optional[str],
+                    retrieved_ids_path: Optional[str], api_model: Optional[str], timeout: float, retries: int,
+                    header: Optional[list[str]], stop_after: int = 5):
+    """The HTTP target the endpoint options describe (one place for ``ask`` and ``attack``)."""
+    from ragleak.rag.target import SHAPES, HttpTarget, StopRule
+
+    if shape not in SHAPES:
+        raise typer.BadParameter(f"--shape must be one of {', '.join(SHAPES)}")
+    return HttpTarget(url, request_template=request_template, answer_path=answer_path,
+                      retrieved_ids_path=retrieved_ids_path, timeout_s=timeout, retries=retries,
+                      headers=parse_headers(header), shape=shape, api_model=api_model,
+                      stop_rule=StopRule(consecutive=stop_after) if stop_after else None)
 
 
 def attack_command(
     name: str = typer.Argument(..., help="attack name (ps, pm, canary, mi, rag-thief, deal, ikea)"),
     index: Optional[Path] = typer.Option(None, "--index", help="index directory (the built-in pipeline)"),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="attack an HTTP endpoint instead"),
-    request_template: str = typer.Option('{"query": "{query}", "history": "{history}"}',
-                                         help="JSON request body for --endpoint, with {query} (and {history})"),
-    answer_path: str = typer.Option("answer", help="JSON path to the answer in the endpoint's response"),
-    retrieved_ids_path: Optional[str] = typer.Option(None, help="JSON path to retrieved ids, if the endpoint exposes them"),
+    shape: str = ShapeOpt,
+    request_template: Optional[str] = TemplateOpt,
+    answer_path: Optional[str] = AnswerPathOpt,
+    retrieved_ids_path: Optional[str] = IdsPathOpt,
+    api_model: Optional[str] = ApiModelOpt,
     timeout: float = TimeoutOpt,
     retries: int = RetriesOpt,
     header: Optional[list[str]] = HeaderOpt,
-    defense: str = typer.Option("none", "--defense", help="defense name (built-in pipeline only)"),
+    stop_after: int = typer.Option(5, "--stop-after", help="stop after this many failed queries in a row "
+                                   "(--endpoint; 0: never); the transcript says why"),
+    defense: str = typer.Option("none", "--defense", help="defense name, or path/to/file.py:Class "
+                                "(built-in pipeline only)"),
     budget: Optional[int] = typer.Option(None, "--budget", help="query budget (default: the attack's)"),
     seed: int = typer.Option(0, "--seed", help="attack seed"),
     mode: str = typer.Option("single", "--mode", help="single: every query in a fresh session; multi: queries "
@@ -83,6 +95,7 @@ def attack_command(
 ) -> None:
     """Run one attack and write its transcript (every query, answer, trace, error and the attack's state)."""
     from ragleak.attacks import ATTACKS
+    from ragleak.attacks.base import read_view
     from ragleak.config import load_stack_config
     from ragleak.files import atomic_write_text, check_output_file
     from ragleak.stack import Stack
@@ -96,17 +109,17 @@ def attack_command(
     check_output_file(out)  # before the first query: a bad --out must not cost the run its transcript
     attack_cls = ATTACKS.get(name)
     attack = attack_cls(**_params(params))
-    corpus_view = _read_view(view)
+    corpus_view = read_view(view) if view is not None else None
     cfg = load_stack_config(config) if config else load_stack_config()
     stack = Stack(cfg)  # the target's parts and the attack's own models (attacker LLM, encoder) alike
     if rebuild_cache:
         stack.rebuild_cache()
     if endpoint is not None:
-        from ragleak.rag.target import HttpTarget
-
-        target = HttpTarget(endpoint, request_template=request_template, answer_path=answer_path,
-                            retrieved_ids_path=retrieved_ids_path, timeout_s=timeout, retries=retries,
-                            headers=parse_headers(header))
+        target = endpoint_target(endpoint, shape, request_template, answer_path, retrieved_ids_path, api_model,
+                                 timeout, retries, header, stop_after)
+        if mode == "multi" and not target.sends_history:
+            raise typer.BadParameter('--mode multi needs a request that carries the history: "{history}" or '
+                                     '"{messages}" in --request-template, or --shape openai')
     else:
         from ragleak.defenses import make_defense
         from ragleak.rag.target import PipelineTarget
@@ -115,6 +128,7 @@ def attack_command(
     transcript = attack.run(target, stack.context(seed), budget=budget, corpus_view=corpus_view, mode=mode)  # type: ignore[arg-type]
     atomic_write_text(out, transcript.to_json())
     summary = {"attack": transcript.attack, "out": str(out), "queries": len(transcript.queries),
+               "stopped": transcript.stopped,
                "errors": transcript.errors, "extracted": len(transcript.extracted),
                "membership_scores": len(transcript.membership), "seconds": round(transcript.seconds, 2)}
     if as_json:
@@ -124,6 +138,9 @@ def attack_command(
 
         Console().print(f"{summary['attack']}: {summary['queries']} queries ({summary['errors']} failed), "
                         f"{summary['extracted']} extracted items -> {summary['out']} in {summary['seconds']}s")
+    if transcript.stopped:
+        sys.stderr.write(f"error: {transcript.attack}: {transcript.stopped}; transcript written to {out}\n")
+        raise typer.Exit(1)
     if transcript.budget > 0 and not transcript.answered:
         # nothing was measured: a run that only failed must not pass for one that found no leakage
         first = next((q.error for q in transcript.queries if q.error), "no query was sent")

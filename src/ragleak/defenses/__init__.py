@@ -1,4 +1,9 @@
-"""Defenses: classes with up to four pipeline hooks, registered by name."""
+"""Defenses: classes with up to four pipeline hooks, registered by name.
+
+A defense name is a registered name (packages add theirs through the ``ragleak.defenses``
+entry-point group: ``my-defense = "my_package.defense:MyDefense"``) or ``path/to/file.py:Class``
+(``defenses.loader``). ``external`` stands for an endpoint's own defense, which ragleak cannot see.
+"""
 
 from ragleak.defenses.base import Defense, DefenseParams
 from ragleak.registry import Registry
@@ -18,12 +23,13 @@ DEFENSES: Registry[type[Defense]] = Registry(
         "lprag": "ragleak.defenses.lprag:LPRAG",
         "lprag-output": "ragleak.defenses.lprag:LPRAGOutput",
         "dp-vote": "ragleak.defenses.dp_vote:DPVote",
+        "external": "ragleak.defenses.external:ExternalDefense",
     },
 )
 
+#: The defense names an endpoint target's cells may carry: its own defense runs in the service.
+ENDPOINT_DEFENSES = ("none", "external")
 
-def make_defense(name: str, **params) -> Defense:
-    return DEFENSES.get(name)(**params)
+from ragleak.defenses.loader import defense_class, make_defense  # noqa: E402  (it reads DEFENSES)
 
-
-__all__ = ["DEFENSES", "Defense", "DefenseParams", "make_defense"]
+__all__ = ["DEFENSES", "ENDPOINT_DEFENSES", "Defense", "DefenseParams", "defense_class", "make_defense"]

@@ -8,6 +8,12 @@ not once per cell; every worker reads and fills the same cache file, which is ho
 generations coincide (an inert epsilon, a post-processing-only defense) cost no extra model
 calls. The cell's stack counts its own model calls and cache hits per role (target, attacker,
 standard).
+
+A cell whose spec names an endpoint target (``CellSpec.target``) queries the user's service
+instead of a pipeline: nothing is indexed here, the grid's corpus (the user's copy of what the
+service indexed) is chunked for the metrics, the attack's corpus view comes from the grid's view
+file, and the defense is the service's own (``external`` or ``none``). The stack still supplies
+the attacker's model and the metrics' models.
 """
 
 from __future__ import annotations
@@ -19,17 +25,19 @@ import traceback
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from ragleak.attacks.base import Transcript
+from ragleak.attacks.base import CorpusView, Transcript, read_view
 from ragleak.corpora import documents_digest, load_corpus
-from ragleak.defenses import DEFENSES
+from ragleak.corpora.chunking import chunk_documents
+from ragleak.defenses import defense_class
 from ragleak.defenses.base import Defense
-from ragleak.errors import CorpusError
+from ragleak.errors import ConfigError, CorpusError
+from ragleak.files import sha256_file
 from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE, CellSpec
 from ragleak.grid.store import CellRecord, QueryCounts, RunStore
 from ragleak.metrics.base import MetricContext
 from ragleak.metrics.compute import compute_metrics
-from ragleak.rag.target import PipelineTarget
-from ragleak.records import digest
+from ragleak.rag.target import PipelineTarget, Target, target_from_config
+from ragleak.records import Passage, digest
 from ragleak.stack import Stack
 
 
@@ -44,7 +52,7 @@ def _engine() -> dict[str, str]:
 
 
 def _defense(spec: CellSpec):
-    return DEFENSES.get(spec.defense)(**spec.defense_kwargs())
+    return defense_class(spec.defense)(**spec.defense_kwargs())
 
 
 def cell_stack(spec: CellSpec, run_dir: str | Path) -> Stack:
@@ -67,16 +75,19 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
         if spec.corpus_digest is not None and documents_digest(documents) != spec.corpus_digest:
             # the cell id pins the content it was planned on; never store results for other content
             raise CorpusError(f"corpus {spec.corpus!r} changed since the grid was planned; run the grid again")
-        indexed, view = attack.prepare_corpus(documents, spec.seed)
-        index = stack.index(indexed)
         defense = _defense(spec)
         ctx = stack.context(spec.seed)
-        pipeline = stack.pipeline(index, defense, ctx)
+        if spec.is_endpoint:
+            target, passages, view = _endpoint_parts(spec, documents)
+        else:
+            indexed, view = attack.prepare_corpus(documents, spec.seed)
+            index = stack.index(indexed)
+            target, passages = PipelineTarget(stack.pipeline(index, defense, ctx)), index.passages
         t_setup = time.perf_counter() - t0
-        transcript = attack.run(PipelineTarget(pipeline), ctx, budget=spec.budget, corpus_view=view, mode=spec.mode)
+        transcript = attack.run(target, ctx, budget=spec.budget, corpus_view=view, mode=spec.mode)
         text = transcript.to_json()
         store.write_transcript(spec.cell_id, text)
-        record = measured_record(spec, transcript, MetricContext(index.passages, stack, spec.seed), defense,
+        record = measured_record(spec, transcript, MetricContext(passages, stack, spec.seed), defense,
                                  min_answered_share(run_dir), transcript_digest=digest(text))
         record = record.model_copy(update={"timings": {
             "setup_s": round(t_setup, 3), "total_s": round(time.perf_counter() - t0, 3),
@@ -91,6 +102,18 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
         )
     store.write(record)
     return record
+
+
+def _endpoint_parts(spec: CellSpec, documents) -> tuple[Target, list[Passage], CorpusView]:
+    """An endpoint cell's target, the passages its metrics read (the grid's copy of the service's
+    corpus, chunked as the stack would) and its attack's corpus view (the grid's view file, or none)."""
+    view = CorpusView()
+    if spec.view is not None:
+        if spec.view_digest is not None and sha256_file(Path(spec.view)) != spec.view_digest:
+            raise ConfigError(f"view file {spec.view} changed since the grid was planned; run the grid again")
+        view = read_view(spec.view)
+    passages = chunk_documents(documents, spec.stack.chunk_words, spec.stack.chunk_overlap)
+    return target_from_config(spec.target), passages, view  # type: ignore[arg-type]
 
 
 def min_answered_share(run_dir: str | Path) -> float:
@@ -112,8 +135,10 @@ def measured_record(spec: CellSpec, transcript: Transcript, context: MetricConte
     summary, guarantee and state, and the stack's counters."""
     counts = QueryCounts.of(transcript)
     stack = context.stack
+    # a session stopped on sustained errors measured too little to read, whatever share answered
+    status = "failed" if transcript.stopped else counts.status(min_share)
     return CellRecord(
-        cell_id=spec.cell_id, spec=spec, status=counts.status(min_share),
+        cell_id=spec.cell_id, spec=spec, status=status, error=transcript.stopped,
         metrics=compute_metrics(transcript, context), counts=counts,
         transcript_digest=transcript_digest, release_digest=transcript.release_digest(),
         hook_summary=_hook_summary(transcript),

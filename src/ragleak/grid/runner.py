@@ -169,12 +169,12 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dic
     defense, or defenses that act only after generation (``postprocess``), whose generations
     are the baseline's. Epsilon matters only where it reaches the defense (``CellSpec.applied_epsilon``).
     """
-    from ragleak.defenses import DEFENSES
+    from ragleak.defenses import defense_class
 
     cells = config.expand() if cells is None else cells
     streams = set()
     for c in cells:
-        hooks = set(DEFENSES.get(c.defense).hooks)  # resolved by expand: every name is registered
+        hooks = set(defense_class(c.defense).hooks)  # resolved by expand: every name is known
         eps = c.applied_epsilon
         path = "baseline" if hooks <= {"postprocess"} else (c.defense, tuple(sorted(c.defense_params.items())))
         streams.add((c.attack, c.corpus, c.mode, c.seed, c.budget, repr(c.stack), repr(c.attack_params),

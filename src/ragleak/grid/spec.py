@@ -2,6 +2,11 @@
 
 A ``GridConfig`` (YAML or a preset) lists attacks, defenses, corpora, modes and epsilons plus the
 stack settings and seeds; ``expand`` validates every name and parameter, then takes the product.
+Its ``target`` says what is audited: the built-in stack (the default), or an endpoint of the
+user's (an HTTP service or a Python callable, ``config.TargetConfig``). An endpoint runs its own
+defense (the defense axis is ``external``, or ``none``) over its own copy of the corpus: the grid's
+corpus is the user's copy of what the service indexed, read by the metrics, and an attack that
+plants or holds out documents on the built-in stack (canary, MI) reads its ``views`` file instead.
 Every cell carries its *complete* spec: the stack config, the digest of its corpus's documents
 and the declared version of every plugin it runs (attack, defense, corpus, metrics). So its id
 changes whenever anything that could change its result changes (an edited corpus file, a
@@ -16,7 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ragleak.config import StackConfig, load_yaml_model, validation_message
+from ragleak.config import StackConfig, TargetConfig, load_yaml_model, validation_message
 from ragleak.attacks.base import SessionMode
 from ragleak.errors import ConfigError
 from ragleak.records import digest
@@ -42,19 +47,34 @@ class CellSpec(BaseModel):
     corpus_digest: str | None = Field(default=None, description="SHA-256 of the corpus's documents (set by expand)")
     versions: dict[str, str] = Field(
         default_factory=dict, description="'attack:ps', 'defense:none', 'corpus:files', 'metric:NAME' -> declared version")
+    target: TargetConfig | None = Field(default=None, description="an endpoint target; None: the built-in stack")
+    view: str | None = Field(default=None, description="endpoint targets: the attack's corpus view file")
+    view_digest: str | None = Field(default=None, description="SHA-256 of the view file (set by expand)")
 
     @property
     def cell_id(self) -> str:
-        return digest(self.model_dump(mode="json"))[:20]
+        data = self.model_dump(mode="json")
+        # an endpoint's identity is where it is and how it is asked (never a timeout, never a
+        # secret); the built-in stack's cells keep the ids they had before targets existed
+        for key in ("target", "view", "view_digest"):
+            if data[key] is None:
+                del data[key]
+        if self.target is not None:
+            data["target"] = self.target.identity
+        return digest(data)[:20]
+
+    @property
+    def is_endpoint(self) -> bool:
+        return self.target is not None and self.target.is_endpoint
 
     @property
     def epsilon_param(self) -> str | None:
         """The defense parameter the grid's epsilon sets (``Defense.epsilon_param``), or None
         where the axis is inert: no epsilon, a defense without one (none, pad), or an explicit
         value in ``defense_params``, which wins."""
-        from ragleak.defenses import DEFENSES
+        from ragleak.defenses import defense_class
 
-        param = DEFENSES.get(self.defense).epsilon_param
+        param = defense_class(self.defense).epsilon_param
         if self.epsilon is None or param is None or param in self.defense_params:
             return None
         return param
@@ -74,7 +94,8 @@ class CellSpec(BaseModel):
     @property
     def label(self) -> str:
         eps = "-" if self.epsilon is None else f"{self.epsilon:g}"
-        return f"{self.attack}/{self.defense}/{self.corpus}/{self.mode}/eps={eps}/seed={self.seed}"
+        at = f"@{self.target.label}" if self.is_endpoint else ""  # type: ignore[union-attr]
+        return f"{self.attack}/{self.defense}/{self.corpus}/{self.mode}/eps={eps}/seed={self.seed}{at}"
 
 
 class GridConfig(BaseModel):
@@ -94,6 +115,10 @@ class GridConfig(BaseModel):
     defense_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     corpus_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     stack: StackConfig = StackConfig()
+    target: TargetConfig = Field(default_factory=TargetConfig, description="what is audited: the built-in "
+                                 "stack (default), an http endpoint or a callable")
+    views: dict[str, str] = Field(default_factory=dict, description="endpoint targets: attack -> corpus view JSON "
+                                  "(the canary secrets, MI candidates and labels of the copy the service indexed)")
     min_answered_share: float = Field(
         default=DEFAULT_MIN_ANSWERED_SHARE, ge=0.0, le=1.0,
         description="a cell where fewer than this share of queries got a response is 'failed', never 'ok'")
@@ -117,6 +142,25 @@ class GridConfig(BaseModel):
                                  f"({', '.join(getattr(self, axis))})")
         return self
 
+    @model_validator(mode="after")
+    def _defenses_fit_target(self) -> "GridConfig":
+        from ragleak.defenses import ENDPOINT_DEFENSES
+
+        if self.target.is_endpoint:
+            other = [d for d in self.defenses if d not in ENDPOINT_DEFENSES]
+            if other:
+                raise ValueError(f"an endpoint target runs its own defense; list it as 'external' (or 'none' where "
+                                 f"the service runs none), not {', '.join(map(repr, other))}")
+        else:
+            if "external" in self.defenses:
+                raise ValueError("defense 'external' is an endpoint's own defense; the built-in stack runs named ones")
+            if self.views:
+                raise ValueError("views apply to endpoint targets; the built-in stack plants and splits its own corpus")
+        unknown = sorted(set(self.views) - set(self.attacks))
+        if unknown:
+            raise ValueError(f"views names {', '.join(map(repr, unknown))}, not in the grid's attacks")
+        return self
+
     def expand(self) -> list[CellSpec]:
         """Every cell, after resolving every name and building every parameter model (``ConfigError``
         on the first bad one, before anything is written); each cell pins its corpus digest and
@@ -124,18 +168,23 @@ class GridConfig(BaseModel):
         from ragleak.grid.resolve import Resolver
 
         resolver = Resolver()
+        endpoint = self.target if self.target.is_endpoint else None
+        if endpoint is not None:
+            resolver.target(endpoint, self.attacks, self.modes, self.views)
         cells = []
         for attack, defense, corpus, mode, eps, seed in itertools.product(
             self.attacks, self.defenses, self.corpora, self.modes, self.epsilons, self.seeds
         ):
             attack_params = self.attack_params.get(attack, {})
             corpus_version, corpus_digest = resolver.corpus(corpus, self.corpus_params.get(corpus, {}))
+            view = self.views.get(attack)
             try:
                 cell = CellSpec(
                     attack=attack, defense=defense, corpus=corpus, mode=mode, epsilon=eps, seed=seed,
                     budget=self.budgets.get(attack, self.budget), attack_params=attack_params,
                     defense_params=self.defense_params.get(defense, {}),
                     corpus_params=self.corpus_params.get(corpus, {}), stack=self.stack, corpus_digest=corpus_digest,
+                    target=endpoint, view=view, view_digest=resolver.view(view) if view else None,
                 )
             except ValidationError as exc:
                 raise ConfigError(validation_message(exc, f"grid cell {attack}/{defense}/{corpus}")) from exc

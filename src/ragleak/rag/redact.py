@@ -4,21 +4,67 @@ An HTTP target may carry secrets in its URL (``https://user:pass@host/...``, ``?
 and in its headers (``Authorization``, ``X-API-Key``, ...), and a server may echo them back in an
 error body. A ``Redactor`` collects those values when the target is built and replaces every
 occurrence with ``***`` in any text before it reaches a transcript, an error message or a log.
+
+A URL or header value may name environment variables instead of holding a secret
+(``Authorization: Bearer $env:RAG_TOKEN``, or ``${env:RAG_TOKEN}``): configs, cell ids and
+records keep the reference, and ``expand_env`` reads the value only in the process that sends
+the requests, when it builds the target.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import os
 import re
 from typing import Iterable, Mapping
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus, urlencode, urlsplit, urlunsplit
+
+from ragleak.errors import EndpointError
 
 MASK = "***"
 # query parameters and header names that carry credentials (matched as substrings, any case)
 _SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "session", "signature", "credential")
 # a value this short is not masked inside free text: it would mask ordinary words ("a", "id")
 _MIN_SECRET_CHARS = 4
+
+
+#: ``$env:NAME`` or ``${env:NAME}``: a value read from the environment when a request is built
+_ENV_REF = re.compile(r"\$env:([A-Za-z_][A-Za-z0-9_]*)|\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def env_names(text: str) -> list[str]:
+    """The environment variables ``text`` refers to (``$env:NAME`` / ``${env:NAME}``), in order."""
+    return [a or b for a, b in _ENV_REF.findall(text)]
+
+
+def expand_env(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """``text`` with every ``$env:NAME`` replaced by that variable's value; an unset variable is an
+    ``EndpointError`` (a request with an empty token would fail as a 401 far from its cause)."""
+    env = os.environ if environ is None else environ
+
+    def value(match: re.Match) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in env:
+            raise EndpointError(f"environment variable {name} is not set (referred to as $env:{name})")
+        return env[name]
+
+    return _ENV_REF.sub(value, text)
+
+
+def literal_secrets(url: str, headers: Mapping[str, str]) -> list[str]:
+    """Where a URL or headers hold a credential literally rather than as ``$env:NAME``: the
+    user info or query parameter of the URL, the names of credential-carrying headers."""
+    found = []
+    parts = urlsplit(url)
+    if parts.username is not None and not env_names(parts.netloc.rsplit("@", 1)[0]):
+        found.append("the URL's user info")
+    for name, raw in parse_qsl(parts.query, keep_blank_values=True):
+        if raw and is_secret_name(name) and not env_names(raw):
+            found.append(f"URL parameter {name!r}")
+    found += [f"header {name!r}" for name, value in headers.items()
+              if value and is_secret_name(name) and not env_names(value)]
+    return found
 
 
 def is_secret_name(name: str) -> bool:
@@ -70,6 +116,7 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         values = {s for s in secrets if s and len(s) >= _MIN_SECRET_CHARS}
+        self.secrets: tuple[str, ...] = tuple(sorted(values))
         # a value may appear percent-encoded in a URL or an echoed request line
         values |= {form(s) for s in list(values) for form in (unquote, lambda v: quote(v, safe=""), quote_plus)}
         # longest first, so a secret containing another is masked whole

@@ -6,27 +6,57 @@
   ``refused`` (true where the target declined the query);
 * ``HttpTarget``      - a JSON endpoint: a request template with ``{query}``, a path to the answer
   in the response, timeouts and retries with exponential backoff, credentials kept out of
-  everything it reports.
+  everything it reports. Two request shapes: a plain JSON body (``json``), and OpenAI
+  chat-completions (``openai``: the history becomes user/assistant ``messages``).
 
-Multi-turn use wraps any target in ``rag.conversation.Conversation``, which keeps the history.
+``target_from_config`` builds the endpoint adapters from a grid's ``TargetConfig``. Multi-turn use
+wraps any target in ``rag.conversation.Conversation``, which keeps the history. A target may carry
+a ``stop_rule``: the attack's query session stops sending once errors are sustained (a dead or
+rate-limiting service), so a cell fails with the reason instead of burning its budget.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
-from ragleak.errors import EndpointError, TargetError
+from ragleak.errors import ConfigError, EndpointError, TargetError
 from ragleak.rag.pipeline import RAGPipeline
-from ragleak.rag.redact import Redactor, redact_http_client_logs, redact_url
+from ragleak.rag.redact import Redactor, env_names, expand_env, redact_http_client_logs, redact_url
 from ragleak.records import TargetResponse, Turn
 
+if TYPE_CHECKING:
+    from ragleak.config import TargetConfig
+
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When a query session stops sending to a target whose errors are sustained: after
+    ``consecutive`` failed queries in a row, or when more than ``max_rate`` of the last ``window``
+    queries failed (0 turns either test off). A few failures among answers are a ``partial`` cell;
+    a service that is down or throttling every request is not worth the rest of the budget."""
+
+    consecutive: int = 5
+    window: int = 20
+    max_rate: float = 0.5
+
+    def reason(self, outcomes: Sequence[bool]) -> str | None:
+        """Why to stop after ``outcomes`` (True: the query got a response), or None to go on."""
+        if self.consecutive and len(outcomes) >= self.consecutive and not any(outcomes[-self.consecutive:]):
+            return f"the last {self.consecutive} queries failed"
+        recent = list(outcomes[-self.window:]) if self.window else []
+        failed = recent.count(False)
+        if self.window and len(recent) >= self.window and failed > self.max_rate * len(recent):
+            return f"{failed} of the last {len(recent)} queries failed (more than {self.max_rate:.0%})"
+        return None
 
 
 @runtime_checkable
@@ -58,9 +88,13 @@ class PipelineTarget:
 class CallableTarget:
     name = "callable"
 
-    def __init__(self, fn: Callable[..., Any], exposes_retrieved_ids: bool = False) -> None:
+    def __init__(self, fn: Callable[..., Any], exposes_retrieved_ids: bool = False,
+                 stop_rule: StopRule | None = None, name: str | None = None) -> None:
         self.fn = fn
         self.exposes_retrieved_ids = exposes_retrieved_ids
+        self.stop_rule = stop_rule
+        if name:
+            self.name = name
         try:
             self._takes_history = len(inspect.signature(fn).parameters) >= 2
         except (TypeError, ValueError):
@@ -112,17 +146,37 @@ def json_path(document: Any, path: str) -> Any:
     return value
 
 
-def _fill(template: Any, query: str, history: list[dict]) -> Any:
-    """Substitute into a parsed JSON template, so the query is JSON-escaped by construction."""
+def chat_messages(query: str, history: Sequence[Turn], system_prompt: str | None = None) -> list[dict[str, str]]:
+    """OpenAI chat ``messages``: an optional system message, each earlier turn as a user and an
+    assistant message, then the query."""
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    for turn in history:
+        messages += [{"role": "user", "content": turn.query}, {"role": "assistant", "content": turn.answer}]
+    return messages + [{"role": "user", "content": query}]
+
+
+def _fill(template: Any, query: str, history: Sequence[Turn], system_prompt: str | None = None) -> Any:
+    """Substitute into a parsed JSON template, so the query is JSON-escaped by construction:
+    ``"{history}"`` becomes the turns (``[{"query", "answer"}, ...]``), ``"{messages}"`` the
+    OpenAI chat messages."""
     if isinstance(template, str):
         if template == "{history}":
-            return history
+            return [t.model_dump() for t in history]
+        if template == "{messages}":
+            return chat_messages(query, history, system_prompt)
         return template.replace("{query}", query)
     if isinstance(template, list):
-        return [_fill(v, query, history) for v in template]
+        return [_fill(v, query, history, system_prompt) for v in template]
     if isinstance(template, dict):
-        return {k: _fill(v, query, history) for k, v in template.items()}
+        return {k: _fill(v, query, history, system_prompt) for k, v in template.items()}
     return template
+
+
+#: Per request shape: the default request body and the JSON path to the answer.
+SHAPES: dict[str, tuple[str, str]] = {
+    "json": ('{"query": "{query}", "history": "{history}"}', "answer"),
+    "openai": ('{"model": "{model}", "messages": "{messages}"}', "choices[0].message.content"),
+}
 
 
 #: Defaults of an HTTP target: a hanging endpoint costs at most about
@@ -130,6 +184,12 @@ def _fill(template: Any, query: str, history: list[dict]) -> Any:
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_RETRIES = 2
 DEFAULT_BACKOFF_S = 0.5
+
+
+def template_sends_history(shape: str, request_template: str | None) -> bool:
+    """Whether requests of this shape and template carry a conversation's history."""
+    template = request_template or SHAPES[shape][0]
+    return '"{history}"' in template or '"{messages}"' in template
 
 
 @dataclass
@@ -141,17 +201,33 @@ class HttpTarget:
     including where the server echoes them in an error body."""
 
     url: str = field(repr=False)
-    request_template: str = '{"query": "{query}"}'
-    answer_path: str = "answer"
+    request_template: str | None = None
+    answer_path: str | None = None
     retrieved_ids_path: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     retries: int = DEFAULT_RETRIES
     backoff_s: float = DEFAULT_BACKOFF_S
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     name: str = ""
+    shape: str = "json"
+    api_model: str | None = None
+    system_prompt: str | None = None
+    stop_rule: StopRule | None = field(default_factory=StopRule)
 
     def __post_init__(self) -> None:
-        self._redact = Redactor.for_endpoint(self.url, self.headers)
+        if self.shape not in SHAPES:
+            raise EndpointError(f"unknown request shape {self.shape!r}; known: {', '.join(SHAPES)}")
+        if self.shape == "openai" and self.request_template is not None:
+            raise EndpointError("the openai shape builds its own request body; give a request template with shape json")
+        template, answer_path = SHAPES[self.shape]
+        self.request_template = self.request_template or template
+        self.answer_path = self.answer_path or answer_path
+        # $env:NAME references are read here, where requests are made, and kept out of every
+        # field that is reported; their values are masked like any credential
+        self._url = expand_env(self.url)
+        self._headers = {k: expand_env(v) for k, v in self.headers.items()}
+        from_env = [expand_env(f"$env:{n}") for text in (self.url, *self.headers.values()) for n in env_names(text)]
+        self._redact = Redactor([*Redactor.for_endpoint(self._url, self._headers).secrets, *from_env])
         redact_http_client_logs(self._redact)
         self.public_url = redact_url(self.url)
         self.name = self._redact(self.name) if self.name else f"http:{self.public_url}"
@@ -165,12 +241,19 @@ class HttpTarget:
             self._template = json.loads(self.request_template)
         except ValueError as exc:
             raise EndpointError(f"request template is not valid JSON: {exc}") from exc
-        if "{query}" not in self.request_template:
-            raise EndpointError("request template must contain {query}")
+        if self.shape == "openai":
+            self._template["model"] = self.api_model or "default"
+        elif "{query}" not in self.request_template and '"{messages}"' not in self.request_template:
+            raise EndpointError('request template must contain {query} (or "{messages}", which carries it)')
 
     @property
     def exposes_retrieved_ids(self) -> bool:
         return self.retrieved_ids_path is not None
+
+    @property
+    def sends_history(self) -> bool:
+        """Whether a conversation's history reaches the endpoint ({history} or {messages} in the body)."""
+        return template_sends_history(self.shape, self.request_template)
 
     def _body(self, r: Any) -> str:
         # mask before cutting, so a cut never leaves part of a secret behind
@@ -179,14 +262,18 @@ class HttpTarget:
     def answer(self, query: str, history: Sequence[Turn] = ()) -> TargetResponse:
         import httpx
 
-        body = _fill(self._template, query, [t.model_dump() for t in history])
+        if history and not self.sends_history:
+            # a multi-turn measurement whose turns arrive one by one would pass for multi-turn
+            raise EndpointError(f"the request template for {self.public_url} sends no history ({{history}} or "
+                                "{messages}): a multi-turn conversation cannot reach this endpoint")
+        body = _fill(self._template, query, history, self.system_prompt)
         where = self.public_url
         last_error = "no attempt made"
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
-                r = httpx.post(self.url, json=body, headers=self.headers, timeout=self.timeout_s)
+                r = httpx.post(self._url, json=body, headers=self._headers, timeout=self.timeout_s)
             except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 last_error = self._redact(f"{type(exc).__name__}: {exc}")
                 log.warning("attempt %d of %d to %s failed: %s", attempt + 1, self.retries + 1, where, last_error)
@@ -214,3 +301,31 @@ class HttpTarget:
                 ids = [str(i) for i in raw]
             return TargetResponse(query=query, answer=answer, retrieved_ids=ids)
         raise EndpointError(f"could not reach {where} after {self.retries + 1} attempts: {last_error}")
+
+
+def load_callable(reference: str) -> Callable[..., Any]:
+    """``module:function`` imported (``module`` on the import path, e.g. the working directory)."""
+    module_name, _, attribute = reference.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load target callable {reference!r}: {type(exc).__name__}: {exc}") from exc
+    if not callable(fn):
+        raise ConfigError(f"target {reference!r} is a {type(fn).__name__}, not a callable")
+    return fn
+
+
+def target_from_config(config: "TargetConfig") -> HttpTarget | CallableTarget:
+    """The adapter for an endpoint ``TargetConfig`` (http or callable), with its stop rule; the
+    built-in stack is assembled by ``Stack.pipeline`` instead."""
+    rule = StopRule(config.stop_after_failures, config.error_window, config.max_error_rate)
+    if config.kind == "http":
+        return HttpTarget(config.url, request_template=config.request_template,  # type: ignore[arg-type]
+                          answer_path=config.answer_path, retrieved_ids_path=config.retrieved_ids_path,
+                          timeout_s=config.timeout_s, retries=config.retries, backoff_s=config.backoff_s,
+                          headers=dict(config.headers), shape=config.shape, api_model=config.api_model,
+                          system_prompt=config.system_prompt, stop_rule=rule)
+    if config.kind == "callable":
+        return CallableTarget(load_callable(config.callable), exposes_retrieved_ids=config.exposes_retrieved_ids,  # type: ignore[arg-type]
+                              stop_rule=rule, name=f"callable:{config.callable}")
+    raise ConfigError("the built-in stack is not an endpoint target; Stack.pipeline assembles it")

@@ -131,13 +131,13 @@ def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any
     from ragleak.audit.dashboard import MetricReading, table_one, table_two
     from ragleak.audit.inventory import inventory_class
     from ragleak.audit.trace import HookActivity
-    from ragleak.defenses import DEFENSES
+    from ragleak.defenses import defense_class
 
     defenses = sorted({r.spec.defense for r in records})
     inventories, activity = [], {}
     for name in defenses:
         try:
-            inventories.extend(_named(inventory_class(DEFENSES.get(name)), name))
+            inventories.extend(_named(inventory_class(defense_class(name)), name))
         except Exception as exc:  # an unimportable defense is shown as a problem, not a crash
             log.warning("cannot audit defense %s: %s", name, exc)
             continue
