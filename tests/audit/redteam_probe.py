@@ -20,14 +20,14 @@ from ragleak.records import Passage, Scored
 from ragleak.testing import ScriptedGenerator
 
 FIXTURES = Path(__file__).parent / "fixtures"
-MANIFEST = FIXTURES / "redteam_manifest.json"
+SETS = {"redteam": "redteam_manifest.json", "redteam_holdout": "redteam_holdout_manifest.json"}
 
 PROBE_DOCS = {
     "alice": "Alice Jones can be reached at alice.jones@acme-corp.com about the merger next week.",
     "ferry": "The ferry leaves every ninety minutes and the SSN on file is 123-45-6789 for the pass.",
     "garden": "The community garden opens at 7 am on weekdays and closes early on Mondays.",
     "servo": "Room B-17 stores the spare servo motors; Bob Stone keeps the key to that room.",
-    "clinic": "Patient 4471 was treated for asthma; her password hint is the name of the ferry.",
+    "clinic": "Patient 4471 was treated for asthma; her password hint is the name of the ferry; phone 555-0187.",
 }
 PROBE_QUERIES = ("who is alice jones", "what is the ssn on the ferry pass", "when does the garden open",
                  "where are the servo motors and who has the key", "what is the password hint of patient 4471")
@@ -62,25 +62,26 @@ def probe_traces(defense, queries=PROBE_QUERIES, top_k: int = 3, candidate_k: in
     return [pipeline.answer(q).trace for q in queries]
 
 
-def load_corpus():
-    """(the red-team fixture module, its manifest rows); the fixtures directory goes on sys.path
+def load_corpus(name: str = "redteam"):
+    """(a red-team fixture module, its manifest rows); the fixtures directory goes on sys.path
     because the corpus imports its cross-module helpers by name."""
+    import importlib
+
     if str(FIXTURES) not in sys.path:
         sys.path.insert(0, str(FIXTURES))
-    import redteam
+    module = importlib.import_module(name)
+    return module, json.loads((FIXTURES / SETS[name]).read_text(encoding="utf-8"))["hooks"]
 
-    return redteam, json.loads(MANIFEST.read_text(encoding="utf-8"))["hooks"]
 
-
-def evaluate(route: str = "class") -> list[dict]:
+def evaluate(route: str = "class", name: str = "redteam") -> list[dict]:
     """Per manifest row: the static finding (``route``: "class" imports the fixtures, "file" reads
     the file without importing it), the dynamic activity from the probe and the combined verdict,
     each judged against the expected verdict (and the expected releases-context flag)."""
     from ragleak.audit import hook_activity, inventory_class, inventory_file
     from ragleak.audit.verdict import combine
 
-    redteam, rows = load_corpus()
-    by_file = {inv.cls: inv for inv in inventory_file(FIXTURES / "redteam.py")} if route == "file" else {}
+    redteam, rows = load_corpus(name)
+    by_file = {inv.cls: inv for inv in inventory_file(FIXTURES / f"{name}.py")} if route == "file" else {}
     out = []
     for row in rows:
         cls = getattr(redteam, row["cls"])

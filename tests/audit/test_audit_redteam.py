@@ -59,6 +59,20 @@ def test_combined_accuracy_is_total(results):
     assert not wrong
 
 
+@pytest.mark.parametrize("route", ["class", "file"])
+def test_the_held_out_set_reports_no_stub_active_and_combines_to_the_truth(route):
+    logging.disable(logging.WARNING)
+    try:
+        rows = evaluate(route, "redteam_holdout")
+    finally:
+        logging.disable(logging.NOTSET)
+    assert len(rows) >= 20
+    assert not [r["cls"] for r in rows if r["expected"] == "inactive" and r["static"] in {"active", "pattern-limited"}]
+    assert not [r["cls"] for r in rows if r["static"] != r["expected"] and r["static"] != "undetermined"]
+    assert all(r["combined_ok"] for r in rows), [(r["cls"], r["combined"], r["reason"]) for r in rows
+                                                 if not r["combined_ok"]]
+
+
 def test_every_finding_keeps_evidence_and_a_location(results):
     for r in results:
         assert r["evidence"] and r["location"].rsplit(":", 1)[1].isdigit(), r

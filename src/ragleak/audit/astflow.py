@@ -163,10 +163,11 @@ class Frame:
     guard: str | None = None  # None | "pattern:<text>" | "cond:<text>"
     full_loop: bool = False
     returns: list[Val] = field(default_factory=list)
+    empty: frozenset[str] = frozenset()  # inputs this branch has established to be empty
 
     def child(self, **kw) -> "Frame":
         data = {"module": self.module, "owner": self.owner, "env": dict(self.env), "scope": self.scope,
-                "guard": self.guard, "full_loop": self.full_loop}
+                "guard": self.guard, "full_loop": self.full_loop, "empty": self.empty}
         data.update(kw)
         return Frame(**data)
 
@@ -231,6 +232,9 @@ class Interpreter:
     def run_stmt(self, stmt: ast.stmt, frame: Frame) -> bool:
         if isinstance(stmt, ast.Return):
             value = self.eval(stmt.value, frame) if stmt.value is not None else CONST_NONE
+            if frame.empty:  # an empty literal where the input is known to be empty is the input
+                value = Val(Fact("FLOW", flow=next(iter(frame.empty))) if f.kind == "CONST" and f.value in ((), "")
+                            else f for f in value)
             frame.returns.append(self.guarded(value, frame))
             return True
         if isinstance(stmt, (ast.Raise, ast.Continue, ast.Break)):
@@ -287,6 +291,9 @@ class Interpreter:
             return self.run_block(taken, frame)
         guard = self.branch_guard(frame, stmt.test, pattern)
         body, orelse = frame.child(guard=guard), frame.child(guard=guard)
+        empty = self.emptiness(stmt.test, frame)
+        if empty:
+            body.empty = frame.empty | {empty}
         body.returns = orelse.returns = frame.returns
         ends_body = self.run_block(stmt.body, body)
         ends_else = self.run_block(stmt.orelse, orelse)
@@ -298,6 +305,24 @@ class Interpreter:
         if ends_body or ends_else:  # what follows runs only when the other branch was taken
             frame.guard = guard
         return False
+
+    def emptiness(self, test: ast.expr, frame: Frame) -> str | None:
+        """The input flow that ``test`` being true proves empty: ``not x``, ``len(x) == 0``, ``x == []``."""
+        subject = None
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            subject = test.operand
+        elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+            left, right = test.left, test.comparators[0]
+            if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "len" and \
+                    len(left.args) == 1 and isinstance(right, ast.Constant) and right.value == 0:
+                subject = left.args[0]
+            elif isinstance(right, (ast.List, ast.Tuple)) and not right.elts or \
+                    isinstance(right, ast.Constant) and right.value == "":
+                subject = left
+        if not isinstance(subject, ast.Name):
+            return None
+        flows = {f.flow for f in frame.env.get(subject.id, ()) if f.kind == "FLOW"}
+        return "in" if flows == {"in"} else None
 
     def branch_guard(self, frame: Frame, test: ast.expr, pattern: str | None) -> str:
         if frame.guard and frame.guard.startswith("pattern:"):
@@ -658,7 +683,8 @@ class Interpreter:
                         out.add(replace(f, alias=False, note="reversed"))
                         self.findings.append(Finding("order", f"`{snippet(node)}` re-orders", frame.at(node)))
                     else:
-                        out.add(Fact("NEW", note=f"`{snippet(node)}` keeps a part of the input", where=frame.at(node)))
+                        out.add(Fact("NEW", name=f"slice:{f.flow}", note=f"`{snippet(node)}` keeps a part of the input",
+                                     where=frame.at(node)))
                 else:
                     out.add(Fact("ELEM" if f.kind == "FLOW" else "PART", flow=f.flow, name=f.name))
             elif f.kind == "TUPLE" and index is not None:
@@ -734,6 +760,10 @@ class Interpreter:
             return Val({replace(f, alias=False) for f in parts[0]})
         if all(const_of(p)[0] and isinstance(const_of(p)[1], str) for p in parts):
             return one("CONST", value="".join(const_of(p)[1] for p in parts))
+        slices = {f.name for p in parts for f in p}
+        if len(slices) == 1 and next(iter(slices)).startswith("slice:") and all(kinds(p) == {"NEW"} for p in parts):
+            return one("UNK", note=f"`{snippet(node)}` puts pieces of the input back together (the same text "
+                                   "or not, depending on the bounds)", where=frame.at(node))
         return self.derived(union(*parts), f"`{snippet(node)}` builds a new text", frame.at(node))
 
     def derived(self, value: Val, note: str, where: str) -> Val:
@@ -771,7 +801,7 @@ class Interpreter:
             inner = items[0].items[0] if items and len(items[0].items) == 1 and len(right) == 1 else right
             return Val({replace(f, alias=False) for f in inner})
         if isinstance(op, ast.Add):
-            if self.is_text(left) or self.is_text(right) or (lc and isinstance(lv, str)) or (rc and isinstance(rv, str)):
+            if self.is_text(left) or self.is_text(right) or all(f.name.startswith("slice:") for f in left | right) or (lc and isinstance(lv, str)) or (rc and isinstance(rv, str)):
                 return self.concat([left, right], node, frame)
             if rc and rv == 0 or lc and lv == 0:
                 return right if lc else left
@@ -1079,6 +1109,9 @@ class Interpreter:
                 self.gen_changed = f"`{snippet(node)}` changes the generator's settings"
                 self.finding("changed", self.gen_changed, frame.at(node), frame)
             return CONST_NONE
+        if name == "getattr" and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and \
+                node.args[0].id == "self" and isinstance(node.args[1], ast.Constant) and "self" in frame.env:
+            return self.self_attr(str(node.args[1].value), frame, node)
         if name in PURE_BUILTINS:
             return one("OTHER", note=f"{name}(...)")
         callee = self.e_Name(ast.Name(id=name, ctx=ast.Load(), lineno=node.lineno), frame)
@@ -1154,6 +1187,8 @@ class Interpreter:
             if attr in {"sub", "subn", "replace"}:
                 return Val({f})
             return self.derived(union(Val({f}), *args, *kwargs.values()), f"`{snippet(node)}`", where)
+        if attr in {"startswith", "endswith"} and args and all(x.kind == "CONST" for a in args[:1] for x in a):
+            return one("MATCH", name=f"{attr}({', '.join(snippet(a, 30) for a in node.args)})")
         if f.kind == "OTHER" and attr in {"append", "extend", "add", "insert", "update", "setdefault", "__setitem__"}:
             return CONST_NONE  # state of the defense, not the hook's channel
         return self.unknown(f"{snippet(recv_node, 40)}.{attr}", args, kwargs, node, frame, receiver=Val({f}))
@@ -1214,8 +1249,10 @@ class Interpreter:
             return one("MATCH", name=f"{attr}({', '.join(snippet(a, 30) for a in node.args)})")
         if attr in {"strip", "lstrip", "rstrip"} and not args:
             return Val({replace(f, alias=False)})
+        if attr in {"encode", "decode"} and not kwargs and all(const_of(a)[0] for a in args):
+            return Val({replace(f, alias=False)})  # another representation of the same text
         if attr in CASE_METHODS or attr in {"strip", "lstrip", "rstrip", "center", "ljust", "rjust", "zfill",
-                                             "encode", "expandtabs"}:
+                                             "encode", "decode", "expandtabs"}:
             return one("NEW", note=f"`{snippet(node)}` changes the text", where=where)
         if attr == "split":
             sep = const_of(args[0])[1] if args else None
