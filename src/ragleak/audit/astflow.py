@@ -52,6 +52,13 @@ CASE_METHODS = frozenset({"upper", "lower", "casefold", "title", "capitalize", "
 PURE_BUILTINS = frozenset({"len", "isinstance", "id", "type", "bool", "hash", "repr", "print", "getattr", "hasattr",
                            "range", "callable", "issubclass", "iter", "next", "dict", "set", "frozenset", "super"})
 MAX_DEPTH = 6
+#: Expressions evaluated per hook before the analysis gives up (undetermined): loops run twice
+#: and calls are followed, so a large body can cost more than it is worth.
+MAX_STEPS = 60_000
+
+
+class _Budget(Exception):
+    """The analysis of one hook ran past ``MAX_STEPS``."""
 _RNG_FACTORIES = frozenset({"rng", "default_rng", "Random", "RandomState", "Generator"})
 
 
@@ -195,6 +202,8 @@ class Interpreter:
         self.findings: list[Finding] = []
         self.stack: list[int] = []
         self.gen_changed: str | None = None
+        self.memo: dict[tuple, tuple[Val, list[Finding], str | None]] = {}
+        self.steps = 0
 
     # ---- guards
 
@@ -515,6 +524,9 @@ class Interpreter:
     def eval(self, node: ast.expr | None, frame: Frame) -> Val:
         if node is None:
             return CONST_NONE
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise _Budget()
         method = getattr(self, f"e_{type(node).__name__}", None)
         if method is None:
             for child in ast.iter_child_nodes(node):
@@ -760,11 +772,19 @@ class Interpreter:
             return Val({replace(f, alias=False) for f in parts[0]})
         if all(const_of(p)[0] and isinstance(const_of(p)[1], str) for p in parts):
             return one("CONST", value="".join(const_of(p)[1] for p in parts))
-        slices = {f.name for p in parts for f in p}
-        if len(slices) == 1 and next(iter(slices)).startswith("slice:") and all(kinds(p) == {"NEW"} for p in parts):
+        return self.rejoin(union(*parts), node, frame)
+
+    def rejoin(self, value: Val, node: ast.AST, frame: Frame) -> Val:
+        """Pieces put together into one text. Slices of the input joined with each other (or with
+        what the analysis cannot see) may give the input back: undetermined, unless another piece
+        is new content."""
+        slices = {f for f in value if f.kind == "NEW" and f.name.startswith("slice:")}
+        rest = value - slices
+        if slices and not (kinds(rest) & {"NEW", "OTHER", "RAND", "RNG", "CTXS"} or
+                           any(f.kind == "CONST" and f.value not in ("", None) for f in rest)):
             return one("UNK", note=f"`{snippet(node)}` puts pieces of the input back together (the same text "
                                    "or not, depending on the bounds)", where=frame.at(node))
-        return self.derived(union(*parts), f"`{snippet(node)}` builds a new text", frame.at(node))
+        return self.derived(rest if slices and rest else value, f"`{snippet(node)}` builds a new text", frame.at(node))
 
     def derived(self, value: Val, note: str, where: str) -> Val:
         """A value computed from ``value``: the worst of what it is made of."""
@@ -886,7 +906,23 @@ class Interpreter:
         return value
 
     def e_Lambda(self, node: ast.Lambda, frame: Frame) -> Val:
-        return one("OTHER", note="a lambda")
+        closure = tuple(sorted(frame.env.items()))
+        return one("LAMBDA", name=snippet(node, 40), value=(frame.module, node, frame.owner), items=closure)
+
+    def call_lambda(self, f: Fact, args, kwargs, node, frame) -> Val:
+        module, lam, owner = f.value
+        env = dict(f.items)
+        params = [a.arg for a in lam.args.posonlyargs + lam.args.args]
+        for i, p in enumerate(params):
+            env[p] = args[i] if i < len(args) else kwargs.get(p, one("OTHER"))
+        key = (id(lam), tuple(args))
+        if key in self.stack or len(self.stack) >= MAX_DEPTH:
+            return self.unknown(f"lambda {f.name}", args, kwargs, node, frame)
+        self.stack.append(key)
+        try:
+            return self.eval(lam.body, Frame(module, owner, env, self.scope, guard=frame.guard))
+        finally:
+            self.stack.pop()
 
     def e_Starred(self, node: ast.Starred, frame: Frame) -> Val:
         return self.elements(self.eval(node.value, frame))
@@ -1053,6 +1089,8 @@ class Interpreter:
                 out |= self.call_function(module, fdef, args, kwargs, self_val, owner, node, frame)
             elif f.kind == "CLASS":
                 out |= self.construct(f, args, kwargs, node, frame)
+            elif f.kind == "LAMBDA":
+                out |= self.call_lambda(f, args, kwargs, node, frame)
             elif f.kind == "REGEX":
                 out |= one("OTHER")
             else:
@@ -1286,8 +1324,12 @@ class Interpreter:
             elif f.kind == "TUPLE":
                 out |= self.concat(list(f.items), node, frame)
             else:
-                out |= self.derived(Val({f}), f"`{snippet(node)}`", frame.at(node))
-        return Val(out)
+                out.add(f)
+        identity = {f for f in out if f.kind == "FLOW" or f.kind == "FIELD" and f.flow != "ctx"}
+        pieces = Val(out) - identity
+        if not pieces:
+            return Val(out)
+        return Val(identity) | self.rejoin(pieces, node, frame)
 
     def model_copy(self, f: Fact, kwargs, node, frame) -> Val:
         where = frame.at(node)
@@ -1406,6 +1448,20 @@ class Interpreter:
         key = id(fdef)
         if key in self.stack or len(self.stack) >= MAX_DEPTH:
             return self.unknown(f"{fdef.name} (recursion or call depth)", args, kwargs, node, frame)
+        memo_key = (key, owner, tuple(args), tuple(sorted(kwargs.items())), self_val, self.gen_changed)
+        if memo_key in self.memo:  # the same call with the same abstract arguments: same result, same findings
+            value, findings, gen_changed = self.memo[memo_key]
+            self.findings.extend(findings)
+            self.gen_changed = gen_changed
+            return value
+        before = len(self.findings)
+        value = self._call_function(module, fdef, args, kwargs, self_val, owner)
+        self.memo[memo_key] = (value, self.findings[before:], self.gen_changed)
+        return value
+
+    def _call_function(self, module: Module, fdef: ast.FunctionDef, args, kwargs, self_val: Val | None,
+                       owner: int) -> Val:
+        key = id(fdef)
         params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args]
         env: dict[str, Val] = {}
         if params and self_val is not None and params[0] in {"self", "cls"}:
@@ -1566,7 +1622,15 @@ def analyse_function(module: Module, func: ast.FunctionDef, hook: str, scope: Sc
             env[name] = one("OTHER", note=f"the argument {name}")
     frame = Frame(module, owner, env, scope)
     interp.stack.append(id(func))
-    ends = interp.run_block(_body(func), frame)
+    try:
+        ends = interp.run_block(_body(func), frame)
+    except _Budget:
+        return BodyVerdict("undetermined", None, f"the body is too large to analyse (over {MAX_STEPS} expression "
+                                                 "evaluations with the calls it makes)", func.lineno,
+                           f"{module.path}:{func.lineno}")
+    except RecursionError:
+        return BodyVerdict("undetermined", None, "the body nests too deeply to analyse", func.lineno,
+                           f"{module.path}:{func.lineno}")
     returns = list(frame.returns)
     if not ends:
         returns.append(CONST_NONE)
@@ -1586,8 +1650,15 @@ def _verdict(interp: Interpreter, value: Val, hook: str, func: ast.FunctionDef, 
                            f"releases retrieved passages verbatim: {fact.note or 'passage text in the output'}",
                            _line(fact.where, func.lineno), fact.where or ret_where, releases_context=True)
     if cls == "changed" or mutation is not None:
-        where, note = (fact.where, fact.note) if cls == "changed" and fact else (mutation.where, mutation.note)
-        return BodyVerdict("active", None, note or "passes on new content", _line(where, func.lineno), where or ret_where)
+        if cls == "changed" and fact:
+            where = fact.where
+            lead = {"RAND": "passes on a value computed from a random draw",
+                    "OTHER": "passes on a value not derived from its input",
+                    "CONST": "passes on a constant"}.get(fact.kind, "passes on changed content")
+            note = f"{lead}: {fact.note}" if fact.note else lead
+        else:
+            where, note = mutation.where, f"changes its input in place: {mutation.note}"
+        return BodyVerdict("active", None, note, _line(where, func.lineno), where or ret_where)
     pattern = next((f for f in findings if f.cls == "pattern"), None)
     if cls == "pattern" or pattern is not None:
         name = fact.name if cls == "pattern" and fact else pattern.pattern

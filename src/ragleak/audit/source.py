@@ -1,8 +1,9 @@
 """Source access for the static inventory: parsed files, stub-marker comments, hook analysis.
 
-Files are parsed once per (path, mtime). ``analyse`` combines the AST verdict of ``astflow`` with
-the stub-marker comments found by ``tokenize`` (comments are not in the AST) and resolves
-delegation to a parent implementation.
+Files are parsed once per (path, mtime). ``analyse`` combines the dataflow verdict of
+``astflow`` with the stub-marker comments found by ``tokenize`` (comments are not in the AST).
+``module_source`` finds the source of an imported module without importing it (the standard
+library and installed packages are not followed).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import io
+import logging
 import os
 import tokenize
 from dataclasses import dataclass, field
@@ -18,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from ragleak.audit import markers
 from ragleak.errors import RagleakError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ragleak.audit.astflow import BodyVerdict, Scope  # noqa: F401 - astflow imports this module
@@ -162,7 +166,13 @@ def analyse(module: Module, func: ast.FunctionDef, hook: str, scope: Scope | Non
     """The static verdict of one hook implementation, stub-marker comments included."""
     from ragleak.audit.astflow import BodyVerdict, analyse_function
 
-    verdict = analyse_function(module, func, hook, scope, owner)
+    try:
+        verdict = analyse_function(module, func, hook, scope, owner)
+    except Exception as exc:  # noqa: BLE001 - a user's odd code is undetermined, never a crash or "active"
+        log.warning("the dataflow analysis of %s at %s:%d failed: %s: %s", hook, module.path, func.lineno,
+                    type(exc).__name__, exc)
+        verdict = BodyVerdict("undetermined", None, f"the analysis failed ({type(exc).__name__}: {exc})",
+                              func.lineno, f"{module.path}:{func.lineno}")
     comments = stub_comments(module, func)
     if comments:
         c_line, c_text = comments[0]
