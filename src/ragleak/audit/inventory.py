@@ -33,23 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ragleak.audit.astflow import BodyVerdict, Scope
+from ragleak.audit.astflow import BodyVerdict, Scope, analyse_function
 from ragleak.audit.source import (
     AuditError,
     Module,
-    analyse,
     class_attr,
     literal_strings,
     load_module,
     method,
+    stub_comments,
     where,
 )
 
 
-def where_of(location: str) -> str:
-    """A ``path:line`` made relative like ``where`` does."""
-    path, _, line = location.rpartition(":")
-    return where(path, int(line)) if path and line.isdigit() else location
 from ragleak.errors import RagleakError
 from ragleak.records import HOOK_NAMES, HookName, Record
 
@@ -60,6 +56,31 @@ __all__ = ["ACTIVE_STATUSES", "AuditError", "DefenseInventory", "HookFinding", "
 
 HookStatus = Literal["not-overridden", "inactive", "pattern-limited", "active", "undetermined"]
 ACTIVE_STATUSES: frozenset[str] = frozenset({"active", "pattern-limited"})
+
+
+def analyse(module: Module, func: ast.FunctionDef, hook: str, scope: Scope | None = None,
+            owner: int = -1) -> BodyVerdict:
+    """The static verdict of one hook implementation, stub-marker comments included."""
+    try:
+        verdict = analyse_function(module, func, hook, scope, owner)
+    except Exception as exc:  # noqa: BLE001 - a user's odd code is undetermined, never a crash or "active"
+        log.warning("the dataflow analysis of %s at %s:%d failed: %s: %s", hook, module.path, func.lineno,
+                    type(exc).__name__, exc)
+        verdict = BodyVerdict("undetermined", None, f"the analysis failed ({type(exc).__name__}: {exc})",
+                              func.lineno, f"{module.path}:{func.lineno}")
+    comments = stub_comments(module, func)
+    if comments:
+        c_line, c_text = comments[0]
+        note = f"stub marker at line {c_line}: `{c_text}`"
+        return BodyVerdict("inactive", "stub-comment", f"{note} (the code alone: {verdict.status}, {verdict.evidence})",
+                           c_line, f"{module.path}:{c_line}")
+    return verdict
+
+
+def where_of(location: str) -> str:
+    """A ``path:line`` made relative like ``where`` does."""
+    path, _, line = location.rpartition(":")
+    return where(path, int(line)) if path and line.isdigit() else location
 
 
 class StubHookError(AuditError):

@@ -1,8 +1,7 @@
-"""Source access for the static inventory: parsed files, stub-marker comments, hook analysis.
+"""Source access for the static inventory: parsed files, stub-marker comments, imported modules.
 
-Files are parsed once per (path, mtime). ``analyse`` combines the dataflow verdict of
-``astflow`` with the stub-marker comments found by ``tokenize`` (comments are not in the AST).
-``module_source`` finds the source of an imported module without importing it (the standard
+Files are parsed once per (path, mtime); ``stub_comments`` finds stub-marker comments with
+``tokenize`` (comments are not in the AST). ``module_source`` finds the source of an imported module without importing it (the standard
 library and installed packages are not followed).
 """
 
@@ -16,15 +15,11 @@ import os
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ragleak.audit import markers
 from ragleak.errors import RagleakError
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from ragleak.audit.astflow import BodyVerdict, Scope  # noqa: F401 - astflow imports this module
 
 
 class AuditError(RagleakError):
@@ -159,27 +154,6 @@ def stub_comments(module: Module, func: ast.FunctionDef) -> list[tuple[int, str]
         found.extend((func.body[0].lineno, f"docstring: {line.strip()}") for line in doc.splitlines())
     return [(line, text) for line, text in found
             if markers.STUB_COMMENT.search(text.removeprefix("docstring:").lstrip("#").strip())]
-
-
-def analyse(module: Module, func: ast.FunctionDef, hook: str, scope: Scope | None = None,
-            owner: int = -1) -> BodyVerdict:
-    """The static verdict of one hook implementation, stub-marker comments included."""
-    from ragleak.audit.astflow import BodyVerdict, analyse_function
-
-    try:
-        verdict = analyse_function(module, func, hook, scope, owner)
-    except Exception as exc:  # noqa: BLE001 - a user's odd code is undetermined, never a crash or "active"
-        log.warning("the dataflow analysis of %s at %s:%d failed: %s: %s", hook, module.path, func.lineno,
-                    type(exc).__name__, exc)
-        verdict = BodyVerdict("undetermined", None, f"the analysis failed ({type(exc).__name__}: {exc})",
-                              func.lineno, f"{module.path}:{func.lineno}")
-    comments = stub_comments(module, func)
-    if comments:
-        c_line, c_text = comments[0]
-        note = f"stub marker at line {c_line}: `{c_text}`"
-        return BodyVerdict("inactive", "stub-comment", f"{note} (the code alone: {verdict.status}, {verdict.evidence})",
-                           c_line, f"{module.path}:{c_line}")
-    return verdict
 
 
 def literal_strings(value: ast.expr) -> list[str] | None:

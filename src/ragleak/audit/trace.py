@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
-from ragleak.audit.inventory import AuditError
+from ragleak.audit.source import AuditError
 from ragleak.records import HOOK_NAMES, HookName, Record, Trace
 
 

@@ -19,11 +19,13 @@ Changes are content changes: a re-ordering that keeps every passage, score and t
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ragleak.audit.inventory import HookFinding, HookStatus
-from ragleak.audit.trace import HookActivity
 from ragleak.records import HookName, Record
+
+if TYPE_CHECKING:  # the inventory asks this module for its findings' problems
+    from ragleak.audit.inventory import HookFinding
+    from ragleak.audit.trace import HookActivity
 
 Verdict = Literal["active", "pattern-limited", "inactive", "undetermined", "not-overridden"]
 #: Verdicts of a hook that is on its path: the interpretable rule and Table I count these.
@@ -35,7 +37,7 @@ class HookVerdict(Record):
 
     hook: HookName
     verdict: Verdict
-    static: HookStatus
+    static: str  # the inventory's HookStatus
     reason: str
     releases_context: bool = False
     pattern: str | None = None
