@@ -53,7 +53,8 @@ def audit_command(
                 if cell["static"] != "not-overridden" or cell["declared"]:
                     verdict = "releases context" if cell["releases_context"] else cell["verdict"]
                     dyn = cell["dynamic"]
-                    trace = "" if dyn is None else f"; trace: changed {dyn['changed']} of {dyn['calls']} calls" + \
+                    did = "fired in" if cell["verdict"] == "pattern-limited" else "changed the content of"
+                    trace = "" if dyn is None else f"; trace: {did} {dyn['changed']} of {dyn['calls']} calls" + \
                         (f", re-ordered only {dyn['reordered']}" if dyn["reordered"] else "") + \
                         (f", released context {dyn['releases']}" if dyn["releases"] else "")
                     pattern = f"; pattern: {cell['pattern']}" if cell["pattern"] else ""
