@@ -60,19 +60,39 @@ HOOK_NAMES: tuple[HookName, ...] = ("score_retrieval", "rewrite_context", "gener
 class HookRecord(Record):
     """What one hook did in one call.
 
-    ``digest_in`` is the digest of what the identity hook would have passed on, ``digest_out`` of
-    what this hook passed on; they differ exactly when the hook changed the data flowing through
-    it. For ``generate`` the identity is the plain generator on the same prompt.
+    ``digest_in`` is the digest of what the identity hook would have passed on, taken from a deep
+    copy made before the hook ran (so an in-place change shows), ``digest_out`` of what this hook
+    passed on. ``content_in``/``content_out`` digest the content only: the multiset of passages
+    (and scores) for the list hooks, the whitespace-normalised text for the text hooks, so a
+    re-ordering that keeps every passage and score is ``order_only``, not a change. For
+    ``generate`` the identity is the plain generator on the same prompt with the generator's
+    settings as they were before the defense ran. ``released`` lists the retrieved passages whose
+    text this hook put into the output verbatim (``generate``/``postprocess``, text its input
+    did not carry).
     """
 
     hook: HookName
     digest_in: str
     digest_out: str
     seconds: float = 0.0
+    content_in: str | None = None
+    content_out: str | None = None
+    released: list[str] = Field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return self.digest_in != self.digest_out
+        """The content changed (traces without content digests: the exact digests differ)."""
+        if self.content_in is None or self.content_out is None:
+            return self.digest_in != self.digest_out
+        return self.content_in != self.content_out
+
+    @property
+    def order_only(self) -> bool:
+        return self.digest_in != self.digest_out and not self.changed
+
+    @property
+    def releases_context(self) -> bool:
+        return bool(self.released)
 
 
 class RetrievedItem(Record):

@@ -57,14 +57,19 @@ class ScriptedGenerator:
     what reached the model. A list script raises ``RagleakError`` once it runs out, so a test
     that makes more calls than it scripted fails instead of reading a made-up reply.
     ``logprobs`` (a function of the rendered prompt) serves ``next_token_logprobs``; without it
-    that call raises, since a script has no vocabulary.
+    that call raises, since a script has no vocabulary. With ``reflect_params`` a reply made
+    under decoding settings other than the ones the generator was built with says so (as a
+    sampler's output would differ), so a test can see a defense change the settings, whether
+    through ``params=`` or by setting ``generator.params``.
     """
 
     def __init__(self, script: Script = echo, model_id: str = "scripted", params: DecodingParams | None = None,
-                 logprobs: Callable[[str], np.ndarray] | None = None) -> None:
+                 logprobs: Callable[[str], np.ndarray] | None = None, reflect_params: bool = False) -> None:
         self.script = script
         self.model_id = model_id
         self.params = params or DecodingParams()
+        self.built_params = self.params
+        self.reflect_params = reflect_params
         self.logprobs = logprobs
         self.calls = 0
         self.prompts: list[str] = []
@@ -77,6 +82,9 @@ class ScriptedGenerator:
         self.calls += 1
         self.prompts.append(prompt)
         text = self._reply(messages, prompt)
+        used = params or self.params
+        if self.reflect_params and used != self.built_params:
+            text += f" [sampled at temperature={used.temperature:g}, seed={used.seed}]"
         return Generation(text=text, prompt_tokens=len(prompt.split()), completion_tokens=len(text.split()),
                           finish_reason="stop", seconds=0.0)
 

@@ -44,7 +44,7 @@ def test_table_one_status_per_defense(invs):
     assert rows["stub-dp-retrieval"]["problems"]
     assert rows["mask"]["hooks"]["postprocess"]["declared"] is True
     text = _text(render_table_one(list(rows.values())))
-    assert "pattern" in text and "pass-thru*" in text and "retrieval-only" in text
+    assert "pattern" in text and "inactive*" in text and "retrieval-only" in text
     json.dumps(list(rows.values()))  # JSON-able
 
 
@@ -133,8 +133,9 @@ def test_cli_with_run_dir_and_readings(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     row = next(r for r in data["defenses"] if r["defense"] == "stub-dp-retrieval")
-    assert row["hooks"]["generate"]["dynamic"] == {"changed": 0, "calls": 4}
-    assert row["hooks"]["score_retrieval"]["dynamic"] == {"changed": 4, "calls": 4}
+    assert row["hooks"]["generate"]["dynamic"] == {"changed": 0, "calls": 4, "reordered": 0, "releases": 0}
+    assert row["hooks"]["score_retrieval"]["dynamic"] == {"changed": 4, "calls": 4, "reordered": 0, "releases": 0}
+    assert row["hooks"]["generate"]["verdict"] == "inactive"
     (cell,) = data["table_two"]
     assert cell["interpretable"] and "score_retrieval" in cell["reason"]
     human = runner.invoke(app, ["audit", str(FIXTURES / "dp_stubs.py"), "--run", str(run_dir)])

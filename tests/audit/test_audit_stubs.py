@@ -21,7 +21,7 @@ def stubs():
 @pytest.mark.parametrize("name", STUBS)
 def test_the_generation_stub_is_flagged_and_retrieval_is_active(stubs, name):
     inv = inventory_class(getattr(stubs, name))
-    assert inv.finding("generate").status == "pass-through"
+    assert inv.finding("generate").status == "inactive"
     assert inv.finding("score_retrieval").status == "active"
     assert "generate" in [f.hook for f in inv.problems]
     with pytest.raises(StubHookError, match="generate"):
@@ -30,14 +30,14 @@ def test_the_generation_stub_is_flagged_and_retrieval_is_active(stubs, name):
 
 def test_the_todo_stub_cites_its_comment(stubs):
     finding = inventory_class(stubs.StubbedDPRetrieval).finding("generate")
-    assert finding.form == "plain-generation"
+    assert finding.form == "stub-comment" and "plain generation" in finding.evidence
     assert "TODO" in finding.evidence and "dp_stubs.py" in finding.location
 
 
 def test_file_route_flags_every_stub():
     invs = {inv.cls: inv for inv in inventory_file(FIXTURES / "dp_stubs.py")}
     assert set(invs) == set(STUBS)
-    assert all(inv.finding("generate").status == "pass-through" for inv in invs.values())
+    assert all(inv.finding("generate").status == "inactive" for inv in invs.values())
     assert invs["StubbedPrivateRAG"].finding("postprocess").problem is not None  # declared, never written
 
 
@@ -50,8 +50,8 @@ def test_dynamic_trace_shows_generation_never_changed(stubs):
     rows = {r["defense"]: r for r in table_one([inventory_class(stubs.StubbedDPRetrieval)], activity)}
     row = rows["stub-dp-retrieval"]
     assert row["status"] == "retrieval-only"
-    assert row["hooks"]["generate"]["dynamic"] == {"changed": 0, "calls": 4}
-    assert any("generate is a pass-through" in p for p in row["problems"])
+    assert row["hooks"]["generate"]["dynamic"] == {"changed": 0, "calls": 4, "reordered": 0, "releases": 0}
+    assert any("generate is inactive" in p for p in row["problems"])
 
 
 def test_an_output_metric_on_a_stub_is_read_only_through_retrieval(stubs):

@@ -1,10 +1,13 @@
 """The active-path audit: is a defense on the path it claims to protect?
 
-* ``inventory``: static, from the source (``ast``): per hook, not-overridden / pass-through /
-  pattern-limited / active, with evidence and ``file:line``;
-* ``trace``: dynamic, from a run's traces: per hook, in N of M calls output != input;
+* ``astflow``: static dataflow of one hook (can what it passes on differ in content from its input?);
+* ``inventory``: per defense class or ``.py`` file and per hook: not-overridden / inactive /
+  pattern-limited / active / undetermined, with evidence and ``file:line``;
+* ``trace``: dynamic, from a run's traces: per hook, content changes in N of M calls, order-only
+  calls and calls that released retrieved passages verbatim;
+* ``verdict``: the combined verdict per hook from both;
 * ``channels``: which channels each hook reaches, and the interpretable rule for metric readings;
-* ``dashboard``: Table I (hook status) and Table II (metric deltas marked interpretable or not).
+* ``dashboard``: Table I (hook verdicts) and Table II (metric deltas marked interpretable or not).
 """
 
 from ragleak.audit.inventory import (
@@ -17,8 +20,10 @@ from ragleak.audit.inventory import (
     inventory_of,
 )
 from ragleak.audit.trace import HookActivity, hook_activity, load_traces
+from ragleak.audit.verdict import HookVerdict, combine
 
 __all__ = [
-    "AuditError", "DefenseInventory", "HookActivity", "HookFinding", "StubHookError", "hook_activity",
+    "AuditError", "DefenseInventory", "HookActivity", "HookFinding", "HookVerdict", "StubHookError", "combine",
+    "hook_activity",
     "inventory_class", "inventory_file", "inventory_of", "load_traces",
 ]

@@ -14,9 +14,9 @@ postprocess        output
 =================  ==============================
 
 **The interpretable rule.** A reading of metric X on defense D is interpretable only when some
-*active* hook of D reaches one of X's channels. Active means statically active or
-pattern-limited (``inventory``) and, when traces of the run are given, changed at least one call
-(``trace``). Anything else measures a defense that is not on the path the metric observes: a
+*active* hook of D reaches one of X's channels. Active means a combined verdict (``verdict``) of
+active or pattern-limited and, when traces of the run are given, a content change in at least
+one call (``trace``). Anything else measures a defense that is not on the path the metric observes: a
 difference from the baseline there is noise or a side effect, not protection.
 """
 
@@ -26,6 +26,7 @@ from typing import Iterable, Mapping
 
 from ragleak.audit.inventory import DefenseInventory
 from ragleak.audit.trace import HookActivity
+from ragleak.audit.verdict import ON_PATH, combine
 from ragleak.metrics.base import CHANNELS, Channel
 from ragleak.records import HookName
 
@@ -49,10 +50,16 @@ def reach(hooks: Iterable[HookName]) -> frozenset[Channel]:
 
 def active_hooks(inventory: DefenseInventory,
                  activity: Mapping[HookName, HookActivity] | None = None) -> list[HookName]:
-    """Hooks active statically and, when ``activity`` is given, changed in at least one call."""
-    hooks = inventory.active_hooks
-    if activity is not None:
-        hooks = [h for h in hooks if h in activity and activity[h].changed > 0]
+    """Hooks whose combined verdict (``verdict.combine``) puts them on the path and, when
+    ``activity`` is given, that changed the content of at least one call."""
+    hooks = []
+    for finding in inventory.findings:
+        act = None if activity is None else activity.get(finding.hook)
+        if combine(finding, act).verdict not in ON_PATH:
+            continue
+        if activity is not None and (act is None or act.changed == 0):
+            continue
+        hooks.append(finding.hook)
     return hooks
 
 

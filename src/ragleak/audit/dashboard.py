@@ -5,15 +5,20 @@ CLI (``ragleak.cli.tables``) renders them for the terminal and the report render
 
 Table I's overall status per defense, from its active hooks (``channels.active_hooks``):
 
+* ``releases-context``: a hook puts the retrieved passages into the output verbatim (statically or
+  in the run): whatever else it does, it is no privacy transform;
 * ``baseline``: no active hook and none declared (the undefended pipeline);
 * ``inactive``: it declares hooks but none is active - every claim is a stub or missing;
 * ``retrieval-only``: only ``score_retrieval`` is active (the released text is not protected by it);
 * ``pattern-limited``: every active hook only acts on pattern matches;
 * ``end-to-end``: an active hook on the context or output side that is not pattern-limited.
 
-Per hook, a row carries ``static`` (the inventory status), ``dynamic`` (changed/calls, with traces),
-``static_active`` and ``active`` (static_active and, when traces are given, changed at least one
-call: a pattern-limited hook that never fired in the run is not active in that run).
+Per hook, a row carries ``verdict`` (the combined verdict of ``verdict.combine``) with its
+``reason``, ``releases_context`` and ``pattern``, ``static`` (the inventory status, its form,
+evidence and location), ``dynamic`` (content changes, calls, order-only calls and calls that
+released context, with traces), ``static_active`` and ``active`` (on the path and, when traces
+are given, changed at least one call: a pattern-limited hook that never fired in the run is not
+active in that run).
 
 Table II takes plain per-defense readings (a delta against the baseline with its interval, e.g.
 from ``readings_from_runs``) and marks each cell by the interpretable rule of ``channels``.
@@ -26,6 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ragleak.audit.channels import active_hooks, interpretable
 from ragleak.audit.inventory import ACTIVE_STATUSES, AuditError, DefenseInventory
 from ragleak.audit.trace import HookActivity
+from ragleak.audit.verdict import combine, problem
 from ragleak.metrics.base import Channel
 from ragleak.metrics.stats import paired_bootstrap_delta, unpaired_bootstrap_delta
 from ragleak.records import HOOK_NAMES, HookName, Record
@@ -44,7 +50,9 @@ class MetricReading(Record):
     baseline: str = "none"
 
 
-def overall_status(inv: DefenseInventory, hooks: Sequence[HookName]) -> str:
+def overall_status(inv: DefenseInventory, hooks: Sequence[HookName], releases: bool = False) -> str:
+    if releases:
+        return "releases-context"
     if not hooks:
         return "inactive" if inv.declared_hooks else "baseline"
     if set(hooks) <= {"score_retrieval"}:
@@ -55,32 +63,38 @@ def overall_status(inv: DefenseInventory, hooks: Sequence[HookName]) -> str:
 
 
 def table_one(inventories: Iterable[DefenseInventory], activity: Activity | None = None) -> list[dict[str, Any]]:
-    """One JSON row per defense: per-hook static status and (with traces) the dynamic N of M."""
+    """One JSON row per defense: per hook the combined verdict, the static finding and (with traces)
+    the dynamic counts."""
     rows = []
     for inv in inventories:
         dyn = None if activity is None else activity.get(inv.defense)
         hooks = active_hooks(inv, dyn if activity is not None else None)
-        cells = {}
+        cells, warnings = {}, []
         for hook in HOOK_NAMES:
             f = inv.finding(hook)
             act = None if dyn is None else dyn.get(hook)
+            v = combine(f, act)
             cells[hook] = {
+                "verdict": v.verdict, "reason": v.reason, "releases_context": v.releases_context,
+                "pattern": v.pattern,
                 "static": f.status, "form": f.form, "declared": f.declared, "defined_in": f.defined_in,
                 "location": f.location, "evidence": f.evidence,
-                "dynamic": None if act is None else {"changed": act.changed, "calls": act.calls},
+                "dynamic": None if act is None else {"changed": act.changed, "calls": act.calls,
+                                                      "reordered": act.reordered, "releases": act.releases},
                 "static_active": f.status in ACTIVE_STATUSES,
-                "active": hook in hooks,  # static_active and, with traces, changed at least one call
+                "active": hook in hooks,  # on the path and, with traces, changed at least one call
             }
-        warnings = [f.problem for f in inv.problems]
+            why = problem(f, v)
+            if why:
+                warnings.append(why)
+            elif v.verdict == "pattern-limited" and v.dynamic is not None and v.dynamic["changed"] == 0:
+                warnings.append(f"{hook} is pattern-limited and never fired (changed 0 of {v.dynamic['calls']} calls)")
         if activity is not None and dyn is None:
             warnings.append("no traces of this defense in the run")
-        for hook in inv.active_hooks:
-            act = None if dyn is None else dyn.get(hook)
-            if act is not None and act.calls and act.changed == 0:
-                warnings.append(f"{hook} is active in the source but changed 0 of {act.calls} calls")
+        releases = any(c["releases_context"] for c in cells.values())
         rows.append({"defense": inv.defense, "class": inv.cls, "location": inv.location,
-                     "declared_hooks": list(inv.declared_hooks), "status": overall_status(inv, hooks),
-                     "active_hooks": hooks, "hooks": cells, "problems": warnings})
+                     "declared_hooks": list(inv.declared_hooks), "status": overall_status(inv, hooks, releases),
+                     "releases_context": releases, "active_hooks": hooks, "hooks": cells, "problems": warnings})
     return rows
 
 

@@ -3,18 +3,22 @@
 Statuses (per hook):
 
 * ``not-overridden``: the class inherits the base ``Defense`` identity;
-* ``pass-through``: overridden, but the body passes its input on unchanged (see ``astflow``), or
-  is ``pass``/``...``/a docstring, raises ``NotImplementedError``, or carries a stub-marker
-  comment (``markers.STUB_COMMENT``; comments are read with ``tokenize`` over the hook's own
-  lines and the comment block right above its ``def``);
-* ``pattern-limited``: the change only happens where a regex or literal pattern matches;
-* ``active``: anything else.
+* ``inactive``: overridden, but what it passes on cannot differ in content from its input (the
+  dataflow of ``astflow``), or it releases the retrieved context verbatim, or the body is
+  ``pass``/``...``/a docstring, raises ``NotImplementedError``, or carries a stub-marker comment
+  (``markers.STUB_COMMENT``; comments are read with ``tokenize`` over the hook's own lines and
+  the comment block right above its ``def``);
+* ``pattern-limited``: it changes content only where a narrow pattern matches (the pattern is kept);
+* ``active``: it can change content, with the evidence that shows how;
+* ``undetermined``: the analysis cannot decide (the reason is kept); the dynamic trace decides.
 
-A hook inherited from another defense class takes that implementation's status (the finding
-says where it is defined). Works on an importable class (``inventory_class``) or on a ``.py``
-file read without importing it (``inventory_file``). Each finding carries evidence and a
+A hook inherited from another defense class is analysed in the audited class's method
+resolution order (``self.m()`` and ``super()`` resolve as they would at run time; the finding
+says where the hook is defined). Works on an importable class (``inventory_class``) or on a
+``.py`` file read without importing it (``inventory_file``). Each finding carries evidence and a
 ``file:line`` location; ``strict=True`` raises ``StubHookError`` when any finding is a problem:
-a pass-through override, or a hook listed in ``hooks`` that the class does not implement.
+an inactive override, a declared hook left undetermined, or a hook listed in ``hooks`` that the
+class does not implement.
 """
 
 from __future__ import annotations
@@ -25,19 +29,23 @@ import importlib
 import inspect
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ragleak.audit.astflow import BodyVerdict, Scope, analyse_function
 from ragleak.audit.source import (
     AuditError,
     Module,
-    analyse,
     class_attr,
     literal_strings,
     load_module,
     method,
+    stub_comments,
     where,
 )
+
+
 from ragleak.errors import RagleakError
 from ragleak.records import HOOK_NAMES, HookName, Record
 
@@ -46,8 +54,33 @@ log = logging.getLogger(__name__)
 __all__ = ["ACTIVE_STATUSES", "AuditError", "DefenseInventory", "HookFinding", "HookStatus", "StubHookError",
            "inventory_class", "inventory_file", "inventory_of", "load_registered"]
 
-HookStatus = Literal["not-overridden", "pass-through", "pattern-limited", "active"]
+HookStatus = Literal["not-overridden", "inactive", "pattern-limited", "active", "undetermined"]
 ACTIVE_STATUSES: frozenset[str] = frozenset({"active", "pattern-limited"})
+
+
+def analyse(module: Module, func: ast.FunctionDef, hook: str, scope: Scope | None = None,
+            owner: int = -1) -> BodyVerdict:
+    """The static verdict of one hook implementation, stub-marker comments included."""
+    try:
+        verdict = analyse_function(module, func, hook, scope, owner)
+    except Exception as exc:  # noqa: BLE001 - a user's odd code is undetermined, never a crash or "active"
+        log.warning("the dataflow analysis of %s at %s:%d failed: %s: %s", hook, module.path, func.lineno,
+                    type(exc).__name__, exc)
+        verdict = BodyVerdict("undetermined", None, f"the analysis failed ({type(exc).__name__}: {exc})",
+                              func.lineno, f"{module.path}:{func.lineno}")
+    comments = stub_comments(module, func)
+    if comments:
+        c_line, c_text = comments[0]
+        note = f"stub marker at line {c_line}: `{c_text}`"
+        return BodyVerdict("inactive", "stub-comment", f"{note} (the code alone: {verdict.status}, {verdict.evidence})",
+                           c_line, f"{module.path}:{c_line}")
+    return verdict
+
+
+def where_of(location: str) -> str:
+    """A ``path:line`` made relative like ``where`` does."""
+    path, _, line = location.rpartition(":")
+    return where(path, int(line)) if path and line.isdigit() else location
 
 
 class StubHookError(AuditError):
@@ -66,15 +99,15 @@ class HookFinding(Record):
     evidence: str
     location: str
     defined_in: str
+    pattern: str | None = None
+    releases_context: bool = False
 
     @property
     def problem(self) -> str | None:
-        """Why this finding fails a strict audit, or None."""
-        if self.status == "pass-through":
-            return f"{self.hook} is a pass-through ({self.form})"
-        if self.declared and self.status == "not-overridden":
-            return f"{self.hook} is declared in `hooks` but not implemented"
-        return None
+        """Why this finding fails a strict audit on the source alone, or None (``verdict.problem``)."""
+        from ragleak.audit.verdict import combine, problem
+
+        return problem(self, combine(self))
 
 
 class DefenseInventory(Record):
@@ -98,11 +131,24 @@ class DefenseInventory(Record):
         return [f.hook for f in self.findings if f.status in ACTIVE_STATUSES]
 
 
-def _finding(defense: str, cls: str, hook: str, declared: bool, defined_in: str,
-             result: tuple[str, str | None, str, str]) -> HookFinding:
-    status, form, evidence, location = result
-    return HookFinding(defense=defense, cls=cls, hook=hook, status=status, declared=declared, form=form,
-                       evidence=evidence, location=location, defined_in=defined_in)
+def _finding(defense: str, cls: str, hook: str, declared: bool, result: "_Result") -> HookFinding:
+    return HookFinding(defense=defense, cls=cls, hook=hook, declared=declared, **result.__dict__)
+
+
+@dataclass(frozen=True)
+class _Result:
+    status: str
+    form: str | None
+    evidence: str
+    location: str
+    defined_in: str
+    pattern: str | None = None
+    releases_context: bool = False
+
+
+def _from_verdict(verdict: BodyVerdict, defined_in: str, prefix: str = "") -> _Result:
+    return _Result(verdict.status, verdict.form, prefix + verdict.evidence, where_of(verdict.where), defined_in,
+                   verdict.pattern, verdict.releases_context)
 
 
 def _strict(inventories: list[DefenseInventory], strict: bool) -> list[DefenseInventory]:
@@ -151,9 +197,6 @@ def _class_source(cls: type) -> tuple[Module, ast.ClassDef]:
     return module, node
 
 
-_UNANALYSED = "bound by an assignment, not a `def`: not analysed (counted active)"
-
-
 def _class_location(cls: type) -> str:
     """``file:line`` of the class statement, or its dotted name when the source is not available."""
     try:
@@ -163,29 +206,48 @@ def _class_location(cls: type) -> str:
     return where(module.path, node.lineno)
 
 
-def _class_hook(cls: type, hook: str) -> tuple[str, str | None, str, str, str]:
-    """(status, form, evidence, location, defined_in) for ``hook`` as ``cls`` resolves it."""
+@functools.lru_cache(maxsize=512)
+def _class_scope(cls: type) -> tuple[Scope, tuple[type, ...]]:
+    """The class and its bases with readable source, in method-resolution order."""
+    pairs, owners = [], []
+    for k in cls.__mro__:
+        if k is object:
+            continue
+        try:
+            pairs.append(_class_source(k))
+        except AuditError:
+            continue
+        owners.append(k)
+    return Scope(pairs), tuple(owners)
+
+
+def _analyse_in(scope: Scope, idx: int, hook: str, owner_name: str, inherited: bool) -> _Result:
+    module, node = scope.mro[idx]
+    func = method(node, hook)
+    prefix = f"inherited from {owner_name}: " if inherited else ""
+    if func is None:
+        bound = class_attr(node, hook)
+        target = module.functions.get(bound.id) if isinstance(bound, ast.Name) else None
+        if target is None:
+            return _Result("undetermined", None, prefix + _UNANALYSED, where(module.path, node.lineno), owner_name)
+        func = target
+    return _from_verdict(analyse(module, func, hook, scope, idx), owner_name, prefix)
+
+
+_UNANALYSED = "bound by an assignment to something other than a module function: not analysed"
+
+
+def _class_hook(cls: type, hook: str) -> _Result:
+    """The finding of ``hook`` as ``cls`` resolves it."""
     base = _base()
     owner = next(k for k in cls.__mro__ if hook in vars(k))
     if owner is base:
-        return "not-overridden", None, "inherits the base identity hook", _class_location(cls), "Defense"
-    module, node = _class_source(owner)
-    func = method(node, hook)
-    if func is None:
-        return "active", None, _UNANALYSED, where(module.path, node.lineno), owner.__qualname__
-
-    def parent():
-        rest = owner.__mro__[owner.__mro__.index(owner) + 1:]
-        nxt = next((k for k in rest if hook in vars(k)), base)
-        if nxt is base:
-            return "not-overridden", None, "the base identity"
-        status, form, evidence, location, _ = _class_hook(nxt, hook)
-        return status, form, f"{nxt.__qualname__}.{hook} at {location}: {evidence}"
-
-    status, form, evidence, location = analyse(module, node, func, hook, parent)
-    if owner is not cls:
-        evidence = f"inherited from {owner.__qualname__}: {evidence}"
-    return status, form, evidence, location, owner.__qualname__
+        return _Result("not-overridden", None, "inherits the base identity hook", _class_location(cls), "Defense")
+    scope, owners = _class_scope(cls)
+    if owner not in owners:
+        return _Result("undetermined", None, f"the source of {owner.__qualname__} is not available",
+                       _class_location(cls), owner.__qualname__)
+    return _analyse_in(scope, owners.index(owner), hook, owner.__qualname__, owner is not cls)
 
 
 def inventory_class(cls: type, *, strict: bool = False) -> DefenseInventory:
@@ -196,9 +258,7 @@ def inventory_class(cls: type, *, strict: bool = False) -> DefenseInventory:
     declared = sorted(getattr(cls, "hooks", ()) or ())
     findings = []
     for hook in HOOK_NAMES:
-        status, form, evidence, location, owner = _class_hook(cls, hook)
-        findings.append(_finding(cls.name, cls.__qualname__, hook, hook in declared, owner,
-                                 (status, form, evidence, location)))
+        findings.append(_finding(cls.name, cls.__qualname__, hook, hook in declared, _class_hook(cls, hook)))
     inv = DefenseInventory(defense=cls.name, cls=cls.__qualname__, location=_class_location(cls),
                            declared_hooks=declared, findings=findings)
     return _strict([inv], strict)[0]
@@ -248,26 +308,29 @@ def _is_defense(module: Module, cls: ast.ClassDef) -> bool:
     return bool(cls.bases) and any(class_attr(c, "hooks") is not None for c in order)
 
 
-def _file_hook(module: Module, order: list[ast.ClassDef], externals: list[type], hook: str,
-               start: int = 0) -> tuple[str, str | None, str, str, str]:
-    for i, node in enumerate(order[start:], start):
-        func = method(node, hook)
-        if func is None and class_attr(node, hook) is not None:
-            return "active", None, _UNANALYSED, where(module.path, node.lineno), node.name
-        if func is not None:
-            def parent(i=i):
-                status, form, evidence, location, owner = _file_hook(module, order, externals, hook, i + 1)
-                return status, form, f"{owner}.{hook} at {location}: {evidence}"
-
-            status, form, evidence, location = analyse(module, node, func, hook, parent)
-            if node is not order[0]:
-                evidence = f"inherited from {node.name}: {evidence}"
-            return status, form, evidence, location, node.name
+def _file_scope(module: Module, order: list[ast.ClassDef], externals: list[type]) -> tuple[Scope, list[str]]:
+    """In-file classes, then each importable external base's own resolution order."""
+    pairs, names = [(module, node) for node in order], [node.name for node in order]
+    seen: set[type] = set()
     for ext in externals:
-        status, form, evidence, location, owner = _class_hook(ext, hook)
-        if status != "not-overridden":
-            return status, form, f"inherited from {ext.__qualname__}: {evidence}", location, owner
-    return "not-overridden", None, "inherits the base identity hook", where(module.path, order[0].lineno), "Defense"
+        scope, owners = _class_scope(ext)
+        for k, pair in zip(owners, scope.mro):
+            if k not in seen:
+                seen.add(k)
+                pairs.append(pair)
+                names.append(k.__qualname__)
+    return Scope(pairs), names
+
+
+def _file_hook(module: Module, order: list[ast.ClassDef], externals: list[type], hook: str) -> _Result:
+    scope, names = _file_scope(module, order, externals)
+    for i, (mod, node) in enumerate(scope.mro):
+        if method(node, hook) is not None or class_attr(node, hook) is not None:
+            if names[i] == "Defense" and mod.path.endswith(os.path.join("defenses", "base.py")):
+                break
+            return _analyse_in(scope, i, hook, names[i], i != 0)
+    return _Result("not-overridden", None, "inherits the base identity hook", where(module.path, order[0].lineno),
+                   "Defense")
 
 
 def _inherited_literal(module: Module, order: list[ast.ClassDef], externals: list[type], attr: str):
@@ -299,9 +362,8 @@ def inventory_file(path: str | os.PathLike, *, strict: bool = False) -> list[Def
         name = _inherited_literal(module, order, externals, "name") or node.name
         findings = []
         for hook in HOOK_NAMES:
-            status, form, evidence, location, owner = _file_hook(module, order, externals, hook)
-            findings.append(_finding(name, node.name, hook, hook in declared, owner,
-                                     (status, form, evidence, location)))
+            findings.append(_finding(name, node.name, hook, hook in declared,
+                                     _file_hook(module, order, externals, hook)))
         out.append(DefenseInventory(defense=name, cls=node.name, location=where(module.path, node.lineno),
                                     declared_hooks=sorted(declared), findings=findings))
     if not out:

@@ -34,15 +34,5 @@ MUTATING_METHODS = frozenset({
     "setdefault", "popitem", "__setitem__", "__delitem__",
 })
 
-#: Calls that copy, inspect or log a value without changing it.
-PURE_CALLS = frozenset({
-    "list", "tuple", "len", "str", "repr", "print", "isinstance", "id", "type", "bool", "hash",
-    "copy", "deepcopy", "iter",
-})
-
 #: Receivers whose method calls are logging (never a change to the data).
 LOGGER_NAMES = frozenset({"log", "logger", "logging", "_log", "_logger", "LOG", "LOGGER", "warnings"})
-
-#: Copies: ``list(x)``, ``copy.copy(x)``, ``x.copy()``, ``x[:]`` pass ``x`` on unchanged.
-COPY_CALLS = frozenset({"list", "tuple", "copy", "deepcopy", "str"})
-COPY_METHODS = frozenset({"copy", "model_copy"})

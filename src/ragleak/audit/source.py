@@ -1,8 +1,8 @@
-"""Source access for the static inventory: parsed files, stub-marker comments, hook analysis.
+"""Source access for the static inventory: parsed files, stub-marker comments, imported modules.
 
-Files are parsed once per (path, mtime). ``analyse`` combines the AST verdict of ``astflow`` with
-the stub-marker comments found by ``tokenize`` (comments are not in the AST) and resolves
-delegation to a parent implementation.
+Files are parsed once per (path, mtime); ``stub_comments`` finds stub-marker comments with
+``tokenize`` (comments are not in the AST). ``module_source`` finds the source of an imported module without importing it (the standard
+library and installed packages are not followed).
 """
 
 from __future__ import annotations
@@ -10,29 +10,33 @@ from __future__ import annotations
 import ast
 import functools
 import io
+import logging
 import os
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ragleak.audit import markers
-from ragleak.audit.astflow import BodyVerdict, classify_body
 from ragleak.errors import RagleakError
+
+log = logging.getLogger(__name__)
 
 
 class AuditError(RagleakError):
     """The audit target cannot be read: an unknown defense, a missing file, unreadable traces."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one parse per file version
 class Module:
     path: str
     lines: list[str]
     tree: ast.Module
     patterns: frozenset[str]
     classes: dict[str, ast.ClassDef]
-    imports: dict[str, tuple[str, str]]
+    imports: dict[str, tuple[str, str]]  # local name -> (module, attribute) of `from M import a`
+    functions: dict[str, ast.FunctionDef] = field(default_factory=dict)  # top-level defs
+    aliases: dict[str, str] = field(default_factory=dict)  # local name -> module of `import M as n`
+    constants: dict[str, ast.expr] = field(default_factory=dict)  # top-level names bound exactly once
 
 
 @functools.lru_cache(maxsize=128)
@@ -54,7 +58,56 @@ def _parse(path: str, mtime: float) -> Module:
                 name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", None)
                 if name:
                     patterns.add(name)
-    return Module(path, text.splitlines(), tree, frozenset(patterns), classes, imports)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    aliases = {a.asname or a.name: a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    return Module(path, text.splitlines(), tree, frozenset(patterns), classes, imports, functions, aliases,
+                  _top_level_constants(tree))
+
+
+def _top_level_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """Top-level names bound by exactly one plain assignment and never rebound (`global` included)."""
+    bound: dict[str, list[ast.expr | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            for name in node.names:
+                bound.setdefault(name, []).append(None)
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.For, ast.With)):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    bound.setdefault(sub.id, []).append(None)
+    return {name: values[0] for name, values in bound.items() if len(values) == 1 and values[0] is not None}
+
+
+def _is_library(path: str) -> bool:
+    """The standard library and installed third-party packages are not followed (unknown calls)."""
+    import sysconfig
+
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    resolved = str(Path(path).resolve())
+    return any(resolved.startswith(str(Path(r).resolve()) + os.sep) for r in roots if r)
+
+
+def module_source(name: str) -> "Module | None":
+    """The parsed source of importable module ``name``, found without importing it; None when unavailable."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    if not origin or not origin.endswith(".py") or not Path(origin).is_file() or _is_library(origin):
+        return None
+    try:
+        return load_module(origin)
+    except AuditError:
+        return None
 
 
 def load_module(path: str | os.PathLike) -> Module:
@@ -101,32 +154,6 @@ def stub_comments(module: Module, func: ast.FunctionDef) -> list[tuple[int, str]
         found.extend((func.body[0].lineno, f"docstring: {line.strip()}") for line in doc.splitlines())
     return [(line, text) for line, text in found
             if markers.STUB_COMMENT.search(text.removeprefix("docstring:").lstrip("#").strip())]
-
-
-ParentLookup = Callable[[], "tuple[str, str | None, str]"]  # () -> (status, form, evidence)
-
-
-def analyse(module: Module, cls: ast.ClassDef, func: ast.FunctionDef, hook: str,
-             parent: ParentLookup) -> tuple[str, str | None, str, str]:
-    """(status, form, evidence, location) of one hook implementation."""
-    methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    verdict: BodyVerdict = classify_body(func, hook, module.patterns, methods)
-    status, form, evidence, line = verdict.status, verdict.form, verdict.evidence, verdict.line
-    if status == "delegates":
-        p_status, p_form, p_evidence = parent()
-        if p_status == "not-overridden":
-            status, form, evidence = "pass-through", "delegates-to-base", f"delegates to the base identity: {evidence}"
-        else:
-            status, form, evidence = p_status, p_form, f"delegates to the parent ({p_evidence})"
-    comments = stub_comments(module, func)
-    if comments:
-        c_line, c_text = comments[0]
-        note = f"stub marker at line {c_line}: `{c_text}`"
-        if status == "pass-through":
-            evidence = f"{evidence}; {note}"
-        else:
-            status, form, evidence, line = "pass-through", "stub-comment", note, c_line
-    return status, form, evidence, where(module.path, line)
 
 
 def literal_strings(value: ast.expr) -> list[str] | None:

@@ -1,9 +1,11 @@
-"""Dynamic audit: from the traces of a run, per defense and hook, in how many calls output != input.
+"""Dynamic audit: from the traces of a run, per defense and hook, in how many calls the content changed.
 
-Each ``Trace`` carries, for every hook, a digest of what the identity hook would have passed on
-and a digest of what the defense passed on (``records.HookRecord``). A hook "changed" a call when
-the two differ. A statically active hook that changed 0 of M calls is inactive in this run; a
-pattern-limited hook shows up here as a rate.
+Each ``Trace`` carries, for every hook, digests of what the identity hook would have passed on
+and of what the defense passed on (``records.HookRecord``: exact and content-only, the input
+snapshotted before the hook ran). A hook "changed" a call when the content differs; a
+re-ordering alone is counted apart, and so is an output that carries retrieved passages verbatim.
+A statically active hook that changed 0 of M calls is inactive in this run; a pattern-limited
+hook shows up here as its firing rate.
 """
 
 from __future__ import annotations
@@ -14,17 +16,24 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
-from ragleak.audit.inventory import AuditError
+from ragleak.audit.source import AuditError
 from ragleak.records import HOOK_NAMES, HookName, Record, Trace
 
 
 class HookActivity(Record):
-    """How often one hook of one defense changed what flowed through it."""
+    """How often one hook of one defense changed the content of what flowed through it.
+
+    ``changed`` counts content changes only; ``reordered`` counts calls that only re-ordered
+    (same passages, scores and text); ``releases`` counts calls whose output carried a retrieved
+    passage verbatim that the hook's input did not. For a pattern-limited hook ``rate`` is its
+    firing rate."""
 
     defense: str
     hook: HookName
     changed: int
     calls: int
+    reordered: int = 0
+    releases: int = 0
 
     @property
     def rate(self) -> float | None:
@@ -37,14 +46,17 @@ class HookActivity(Record):
 
 def hook_activity(traces: Iterable[Trace]) -> dict[str, dict[HookName, HookActivity]]:
     """``{defense: {hook: HookActivity}}`` over ``traces`` (every hook listed, even with 0 calls)."""
-    counts: dict[str, dict[str, list[int]]] = {}
+    counts: dict[str, dict[str, dict[str, int]]] = {}
     for trace in traces:
-        per = counts.setdefault(trace.defense, {h: [0, 0] for h in HOOK_NAMES})
+        per = counts.setdefault(trace.defense, {h: dict.fromkeys(("changed", "calls", "reordered", "releases"), 0)
+                                                for h in HOOK_NAMES})
         for record in trace.hooks:
-            per[record.hook][0] += int(record.changed)
-            per[record.hook][1] += 1
-    return {d: {h: HookActivity(defense=d, hook=h, changed=c, calls=n) for h, (c, n) in per.items()}
-            for d, per in counts.items()}
+            row = per[record.hook]
+            row["changed"] += int(record.changed)
+            row["calls"] += 1
+            row["reordered"] += int(record.order_only)
+            row["releases"] += int(record.releases_context)
+    return {d: {h: HookActivity(defense=d, hook=h, **row) for h, row in per.items()} for d, per in counts.items()}
 
 
 def _traces_in(value: Any) -> Iterator[Trace]:

@@ -16,9 +16,11 @@ def audit_command(
     readings: Optional[Path] = typer.Option(None, "--readings", help="JSON list of metric readings "
                                             "({defense, metric, delta, low, high}) for Table II"),
     as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON"),
-    strict: bool = typer.Option(False, "--strict", help="exit 2 when a hook is stubbed, missing, or never changed its input"),
+    strict: bool = typer.Option(False, "--strict", help="exit 2 when a declared hook is inactive, undetermined or "
+                                "missing, an override is inactive, or a hook releases the retrieved context"),
 ) -> None:
-    """Static hook inventory of a defense (and, with --run, how often each hook changed its input)."""
+    """Per hook of a defense: the combined verdict (active, pattern-limited, inactive, undetermined) from the
+    static dataflow of its source and, with --run, the trace of how often it changed its input's content."""
     from pydantic import ValidationError
     from rich.console import Console
 
@@ -44,10 +46,20 @@ def audit_command(
         console = Console()
         console.print(render_table_one(rows))
         for row in rows:
+            if row["releases_context"]:
+                console.print(f"[red]{row['class']} releases the retrieved context verbatim[/red]",
+                              highlight=False, soft_wrap=True)
             for hook, cell in row["hooks"].items():
                 if cell["static"] != "not-overridden" or cell["declared"]:
-                    console.print(f"{row['class']}.{hook}: {cell['static']} at {cell['location']}: {cell['evidence']}",
-                                  highlight=False, soft_wrap=True, markup=False)
+                    verdict = "releases context" if cell["releases_context"] else cell["verdict"]
+                    dyn = cell["dynamic"]
+                    did = "fired in" if cell["verdict"] == "pattern-limited" else "changed the content of"
+                    trace = "" if dyn is None else f"; trace: {did} {dyn['changed']} of {dyn['calls']} calls" + \
+                        (f", re-ordered only {dyn['reordered']}" if dyn["reordered"] else "") + \
+                        (f", released context {dyn['releases']}" if dyn["releases"] else "")
+                    pattern = f"; pattern: {cell['pattern']}" if cell["pattern"] else ""
+                    console.print(f"{row['class']}.{hook}: {verdict} (static {cell['static']} at {cell['location']}: "
+                                  f"{cell['evidence']}{pattern}{trace})", highlight=False, soft_wrap=True, markup=False)
             for problem in row["problems"]:
                 console.print(f"[red]problem:[/red] {row['class']}: {problem}", highlight=False, soft_wrap=True)
         if "table_two" in data:

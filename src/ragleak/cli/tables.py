@@ -24,7 +24,8 @@ def number(x: float) -> float:
 
 
 _SHORT = {"active": ("active", "green"), "pattern-limited": ("pattern", "yellow"),
-          "pass-through": ("pass-thru", "red"), "not-overridden": ("-", "dim")}
+          "inactive": ("inactive", "red"), "undetermined": ("undecided", "magenta"), "not-overridden": ("-", "dim"),
+          "releases-context": ("releases ctx", "red")}
 _HOOK_TITLES = {"score_retrieval": "retrieval", "rewrite_context": "context", "generate": "generate",
                 "postprocess": "postprocess"}
 
@@ -40,7 +41,7 @@ def render_table_one(rows: Sequence[dict[str, Any]]) -> Table:
         cells = []
         for hook in HOOK_NAMES:
             c = row["hooks"][hook]
-            label, style = _SHORT[c["static"]]
+            label, style = _SHORT["releases-context" if c.get("releases_context") else c.get("verdict", c["static"])]
             text = label + ("*" if c["declared"] else "")
             if c["dynamic"] is not None:
                 text += f" {c['dynamic']['changed']}/{c['dynamic']['calls']}"
@@ -48,7 +49,8 @@ def render_table_one(rows: Sequence[dict[str, Any]]) -> Table:
         name = row["defense"] if row["defense"] == row["class"] else f"{row['defense']} ({row['class']})"
         status = row["status"] + (" [red]![/]" if row["problems"] else "")
         table.add_row(name, *cells, status)
-    table.caption = "* declared in `hooks`; N/M: changed N of M calls in the run; ! see problems"
+    table.caption = ("combined verdict per hook (static dataflow + the run's trace); * declared in `hooks`; "
+                     "N/M: changed the content of N of M calls in the run; ! see problems")
     return table
 
 

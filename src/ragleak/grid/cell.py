@@ -155,7 +155,9 @@ def _hook_summary(transcript) -> dict[str, dict[str, int]]:
         if q.trace is None:
             continue
         for h in q.trace.hooks:
-            row = summary.setdefault(h.hook, {"changed": 0, "calls": 0})
+            row = summary.setdefault(h.hook, {"changed": 0, "calls": 0, "reordered": 0, "releases": 0})
             row["calls"] += 1
             row["changed"] += int(h.changed)
+            row["reordered"] += int(h.order_only)
+            row["releases"] += int(h.releases_context)
     return summary

@@ -2,14 +2,17 @@
 
 Every call returns the answer and a ``Trace``: candidate and selected passages with scores, the
 exact prompt, and for each hook a digest of what the identity hook would have passed on next to
-a digest of what the defense passed on. The generate hook's identity is the plain generator on
-the same prompt; when a defense replaces ``generate`` the pipeline also computes that reference
-(through the cache, so a baseline run that already made it costs nothing) - otherwise the audit
-could not tell a generation defense that acts from one that only claims to.
+a digest of what the defense passed on (exact and content-only; inputs are snapshotted before
+each hook runs). The generate hook's identity is the plain generator on the same prompt with the
+settings the generator had before the defense ran; when a defense replaces ``generate`` the
+pipeline computes that reference first (through the cache, so a baseline run that already made
+it costs nothing) - otherwise the audit could not tell a generation defense that acts from one
+that only claims to. Text hooks whose output carries a retrieved passage verbatim are flagged.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -52,6 +55,36 @@ def _scored_digest(scored: list[Scored]) -> str:
     return digest([[s.passage.id, s.passage.text, s.score] for s in scored])
 
 
+def _passage_content(passages: list[Passage]) -> str:
+    """Order-insensitive: the same passages in another order are the same context text."""
+    return digest(sorted([p.id, p.text] for p in passages))
+
+
+def _scored_content(scored: list[Scored]) -> str:
+    return digest(sorted([s.passage.id, s.passage.text, s.score] for s in scored))
+
+
+def _text_content(text: str) -> str:
+    """Whitespace-normalised: re-spacing carries no content."""
+    return digest(" ".join(str(text).split()))
+
+
+#: Shorter passages are not flagged as released: a short fragment can occur in an answer by chance.
+MIN_RELEASED_CHARS = 24
+
+
+def released_passages(output: str, passages: list[Passage], before: str = "") -> list[str]:
+    """Ids of the passages whose whole (whitespace-normalised) text ``output`` contains verbatim
+    and ``before`` (what the hook received) did not."""
+    out, prior = " ".join(str(output).split()), " ".join(str(before).split())
+    found = []
+    for p in passages:
+        text = " ".join(p.text.split())
+        if len(text) >= MIN_RELEASED_CHARS and text in out and text not in prior:
+            found.append(p.id)
+    return found
+
+
 class RAGPipeline:
     def __init__(
         self,
@@ -71,6 +104,9 @@ class RAGPipeline:
         self.system_prompt = system_prompt
         self.ctx = ctx or RunContext()
         self._prepared = False
+        # the generator's settings before any defense code ran (prepare included): the generate
+        # hook's reference is computed on these
+        self._reference_params = copy.deepcopy(getattr(generator, "params", None))
 
     def retrieve(self, query: str, history: list[Turn] | tuple[Turn, ...] = (), principal: str | None = None) -> Retrieval:
         """Steps 1-5 of ``answer`` without generation: the defense's retrieval-side hooks on this
@@ -86,19 +122,26 @@ class RAGPipeline:
         candidates = self.index.search(query, self.candidate_k)
         timings["retrieve"] = time.perf_counter() - t
 
+        # the hook's input is snapshotted before it runs: a hook that mutates its input in place
+        # must not change what it is compared against
+        before = copy.deepcopy(candidates)
         t = time.perf_counter()
         rescored = list(defense.score_retrieval(query, list(candidates)))
-        hooks.append(HookRecord(hook="score_retrieval", digest_in=_scored_digest(candidates),
-                                digest_out=_scored_digest(rescored), seconds=time.perf_counter() - t))
+        hooks.append(HookRecord(hook="score_retrieval", digest_in=_scored_digest(before),
+                                digest_out=_scored_digest(rescored), content_in=_scored_content(before),
+                                content_out=_scored_content(rescored), seconds=time.perf_counter() - t))
+        candidates = before
 
         # stable sort: ties keep the defense's order
         selected = sorted(rescored, key=lambda s: -s.score)[: self.top_k]
         passages = [s.passage for s in selected]
 
+        before_passages = copy.deepcopy(passages)
         t = time.perf_counter()
         context = list(defense.rewrite_context(query, list(passages)))
-        hooks.append(HookRecord(hook="rewrite_context", digest_in=_passage_digest(passages),
-                                digest_out=_passage_digest(context), seconds=time.perf_counter() - t))
+        hooks.append(HookRecord(hook="rewrite_context", digest_in=_passage_digest(before_passages),
+                                digest_out=_passage_digest(context), content_in=_passage_content(before_passages),
+                                content_out=_passage_content(context), seconds=time.perf_counter() - t))
         return Retrieval(candidates=list(candidates), rescored=rescored, selected=selected, context=context,
                          hooks=hooks, timings=timings)
 
@@ -112,21 +155,27 @@ class RAGPipeline:
         prompt = self.generator.render(messages)
         misses_before = getattr(self.generator, "misses", None)
 
-        t = time.perf_counter()
         if defense.overrides("generate"):
-            draft = defense.generate(messages, context, self.generator)
+            # the reference comes first, on the settings snapshotted before the defense ever ran:
+            # a hook that changes the generator's settings must not change its own reference
+            reference = self.generator.generate(copy.deepcopy(messages), params=self._reference_params).text
+            t = time.perf_counter()
+            draft = defense.generate(list(messages), list(context), self.generator)
             seconds = time.perf_counter() - t
-            reference = self.generator.generate(messages).text
         else:
+            t = time.perf_counter()
             draft = reference = self.generator.generate(messages).text
             seconds = time.perf_counter() - t
         timings["generate"] = seconds
-        hooks.append(HookRecord(hook="generate", digest_in=digest(reference), digest_out=digest(draft), seconds=seconds))
+        hooks.append(HookRecord(hook="generate", digest_in=digest(reference), digest_out=digest(draft),
+                                content_in=_text_content(reference), content_out=_text_content(draft),
+                                released=released_passages(draft, context, reference), seconds=seconds))
 
         t = time.perf_counter()
-        answer = defense.postprocess(query, draft, context)
+        answer = defense.postprocess(query, draft, list(context))
         hooks.append(HookRecord(hook="postprocess", digest_in=digest(draft), digest_out=digest(answer),
-                                seconds=time.perf_counter() - t))
+                                content_in=_text_content(draft), content_out=_text_content(answer),
+                                released=released_passages(answer, context, draft), seconds=time.perf_counter() - t))
 
         cache_hit = misses_before is not None and getattr(self.generator, "misses") == misses_before
         context_scores = {s.passage.id: s.score for s in selected}

@@ -11,10 +11,17 @@ def sarif(summary: dict[str, Any]) -> str:
     results = []
     for row in summary.get("table_one", []):
         for hook, cell in row["hooks"].items():
-            if cell["declared"] and not cell["active"]:
+            where = cell.get("location") or row.get("location")
+            verdict = cell.get("verdict", cell["static"])  # summaries written before the combined verdict
+            if cell.get("releases_context"):
+                results.append(_result("ragleak.releases-context", "error",
+                                       f"{row['defense']}: {hook} releases the retrieved context verbatim "
+                                       f"({cell.get('reason') or cell['evidence']})", where))
+            elif cell["declared"] and not cell["active"]:
                 results.append(_result("ragleak.stub-hook", "error",
-                                       f"{row['defense']}: declared hook {hook} is not active ({cell['static']})",
-                                       cell.get("location") or row.get("location")))
+                                       f"{row['defense']}: declared hook {hook} is not active: verdict {verdict} "
+                                       f"(static {cell['static']}{_dynamic(cell)}): "
+                                       f"{cell.get('reason') or cell['evidence']}", where))
         for problem in row.get("problems", []):
             results.append(_result("ragleak.audit-problem", "warning", f"{row['defense']}: {problem}", row.get("location")))
     titles = {key: info["title"] for key, info in summary.get("metrics", {}).items()}
@@ -42,6 +49,11 @@ def sarif(summary: dict[str, Any]) -> str:
         "version": "2.1.0",
         "runs": [{"tool": {"driver": {"name": "ragleak", "rules": [{"id": r} for r in rules]}}, "results": results}],
     }, indent=2)
+
+
+def _dynamic(cell: dict[str, Any]) -> str:
+    dyn = cell.get("dynamic")
+    return "" if not dyn else f", changed {dyn['changed']} of {dyn['calls']} calls"
 
 
 def _queries(cell: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'DejaVu Sans',sans-serif;margin:2rem auto;max-width:1100px;color:#1d2330;padding:0 1rem}
 h1{font-size:1.6rem;margin-bottom:.2rem} h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #dde;padding-bottom:.2rem}
 .sub{color:#667} table{border-collapse:collapse;margin:.6rem 0;font-size:12.5px} th,td{border:1px solid #dde;padding:3px 7px;text-align:left}
-th{background:#f3f5fa} .active{background:#e3f6e6} .pattern-limited{background:#fff4d6} .pass-through{background:#fde2e2}
+th{background:#f3f5fa} .active{background:#e3f6e6} .pattern-limited{background:#fff4d6} .inactive,.releases-context{background:#fde2e2} .undetermined{background:#eee6fa}
 .not-overridden{color:#999} .no{color:#a33} .yes{color:#286b35} .cards{display:flex;gap:1rem;flex-wrap:wrap}
 .card{border:1px solid #dde;border-radius:6px;padding:.6rem .9rem;min-width:9rem} .card b{display:block;font-size:1.4rem}
 .beaten{background:#fde2e2;color:#a11;font-weight:bold} .fig{margin:.5rem 0} .nav{margin:.8rem 0;font-size:13px} .nav a{color:#2f5597;text-decoration:none} code{background:#f3f5fa;padding:0 3px;border-radius:3px}
@@ -62,8 +62,11 @@ def table_one_html(rows: list[dict]) -> str:
         for hook in HOOK_NAMES:
             c = row["hooks"][hook]
             dyn = c["dynamic"]
-            text = c["static"] + ("" if not dyn else f" ({dyn['changed']}/{dyn['calls']})")
-            cells.append(_td(text, c["static"]))
+            verdict = c.get("verdict", c["static"])
+            text = ("releases context" if c.get("releases_context") else verdict) + \
+                ("" if verdict == c["static"] else f" [static: {c['static']}]") + \
+                ("" if not dyn else f" ({dyn['changed']}/{dyn['calls']})")
+            cells.append(_td(text, "releases-context" if c.get("releases_context") else verdict))
         cells.append(_td("; ".join(row["problems"]) or "-"))
         out.append(cells)
     return _table(["defense", "status", *HOOK_NAMES, "problems"], out)
