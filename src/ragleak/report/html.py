@@ -79,7 +79,7 @@ def table_two_html(cells: list[dict]) -> str:
     return _table(["defense", "metric", "channels", "delta vs none", "95% interval", "interpretable", "why"], rows)
 
 
-def render(summary: dict[str, Any], figures: dict[str, str | None]) -> str:
+def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: bool = False) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>ragleak report</title><style>{_CSS}</style></head><body>",
              "<h1>ragleak report</h1>",
              f"<p class='sub'>run <code>{_e(summary['run'])}</code></p>",
@@ -178,8 +178,8 @@ def _nav(page: str) -> str:
     return f"<p class='nav'>{links}</p>"
 
 
-def write(summary: dict[str, Any], figures: dict[str, str | None], path: Path) -> Path:
+def write(summary: dict[str, Any], figures: dict[str, str | None], path: Path, show_leaks: bool = False) -> Path:
     from ragleak.files import atomic_write_text
 
-    atomic_write_text(path, render(summary, figures))
+    atomic_write_text(path, render(summary, figures, show_leaks=show_leaks))
     return path
