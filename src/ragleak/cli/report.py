@@ -63,22 +63,47 @@ def _score_folder(folder: Path, corpus: Optional[str], view: Optional[Path]) -> 
 
 def print_summary(summary: dict, paths: dict) -> None:
     """The terminal report: Tables I and II, leakage per defense, faults, leaked items, gates."""
-    show(console, render_table_one(summary["table_one"]))
-    show(console, render_table_two(summary["table_two"]))
+    empty = summary.get("empty_states", {})
+    if summary["table_one"]:
+        show(console, render_table_one(summary["table_one"]))
+    if summary["table_two"]:
+        show(console, render_table_two(summary["table_two"]))
+    else:
+        console.print("Table II is empty: " + empty.get("table_two", "no deltas"), highlight=False, markup=False,
+                      soft_wrap=True)
     show(console, leakage_table(summary["levels"]))
+    for defense, items in (summary.get("leaks") or {}).items():
+        show(console, leaks_table(defense, items))
     troubled = summary["failed"] + summary["partial"]
     if troubled:
         show(console, fault_table(troubled))
+    small = summary.get("sample_warnings") or []
+    if small:
+        console.print(f"{len(small)} readings rest on fewer units than their minimum sample (an MI AUC from fewer than "
+                      "20 candidates, a mean over fewer than 10 queries ...): see the report's warnings",
+                      highlight=False, markup=False, soft_wrap=True)
     status, ex = summary["status_counts"], summary["excluded"]
     console.print(f"{summary['cells']} cells ({status['ok']} ok, {status['partial']} partial, {status['failed']} failed, "
                   f"{status['error']} errors); aggregates leave out {ex['failed']} failed and {ex['error']} crashed "
                   f"cells; {summary['model_calls']} model calls, cache hit rate {summary['cache_hit_rate']:.0%}, "
                   f"{summary['dedup']['cells_with_identical_release']} cells released the same as another "
-                  f"({summary['dedup']['level_readings']} readings collapsed before the bootstrap)")
+                  f"({summary['dedup']['level_readings']} readings collapsed before the bootstrap)", soft_wrap=True)
     for gate in summary.get("gates", []):
         console.print(("[red]FAIL[/red] " if gate["failed"] else "ok ") + escape(gate["message"]), highlight=False,
                       soft_wrap=True)
     console.print(f"report: {paths['report']}")
+
+
+def leaks_table(defense: str, items: list[dict]) -> Table:
+    """A defense's top leaked items, redacted (report.html --show-leaks shows them in full)."""
+    total = items[0]["total"] if items else 0
+    table = Table(title=escape(f"leaked by {defense}: top {len(items)} of {total} items (redacted)"))
+    for col in ("metric", "type", "value", "documents", "cells", "queries"):
+        table.add_column(col, overflow="fold")
+    for it in items:
+        table.add_row(it["metric"], it["type"], escape(it["redacted"]), escape(", ".join(it["documents"]) or "-"),
+                      str(len(it["cells"])), str(it["queries"]))
+    return table
 
 
 def leakage_table(levels: list[dict]) -> Table:
@@ -89,10 +114,11 @@ def leakage_table(levels: list[dict]) -> Table:
         r = by_key.get((metric, defense))
         if r is None:
             return None
+        of = "" if r.get("of") is None else f" {r['of']}"
         if r["low"] is None:
-            return f"{number(r['estimate']):.3g}\n(1 cell)"
+            return escape(f"{number(r['estimate']):.3g}{of}\n(1 cell)")
         star = "*" if r.get("interval_over", "cells") != "cells" else ""
-        return escape(f"{number(r['estimate']):.3g}\n[{number(r['low']):.3g}, {number(r['high']):.3g}]{star}")
+        return escape(f"{number(r['estimate']):.3g}{of}\n[{number(r['low']):.3g}, {number(r['high']):.3g}]{star}")
 
     return metrics_by_defense("leakage per defense: mean [95% bootstrap interval over cells; * over one cell's queries]",
                               sorted({r["metric"] for r in levels}), sorted({r["defense"] for r in levels}), text)

@@ -130,6 +130,14 @@ def reading_text(value: float | None, note: str | None = None) -> str:
     return f"{number(value):.6g}"
 
 
+def of_text(details: dict[str, Any]) -> str:
+    """What a count is out of: " of N" for a count with ``of`` in its details, " (k of N)" for a
+    rate with ``recovered``/``total`` (canaries); empty otherwise."""
+    if isinstance(details.get("recovered"), int) and isinstance(details.get("total"), int):
+        return f" ({details['recovered']} of {details['total']})"
+    return f" of {details['of']}" if isinstance(details.get("of"), int) else ""
+
+
 def metric_results_table(title: str, results: dict[str, Any]) -> Table:
     """One transcript's readings (``{key: MetricResult}``): value, n and what it counts, interval,
     direction and note, a metric (or part) per row."""
@@ -143,8 +151,9 @@ def metric_results_table(title: str, results: dict[str, Any]) -> Table:
         info = metric_info(key) if metric_title(key) != key else {"unit": "", "higher_is_leakier": True}
         unit = info["unit"] + ("; higher = more leakage" if info["higher_is_leakier"] else "; lower = more leakage")
         interval = "-" if r.interval is None else f"[{number(r.interval[0]):.4g}, {number(r.interval[1]):.4g}]"
-        of = r.details.get("of") if isinstance(r.details.get("of"), int) else None
-        value = reading_text(r.value) + (f" of {of}" if of is not None and r.value is not None else "")
+        value = reading_text(r.value, r.note) + ("" if r.value is None else of_text(r.details))
+        note = "; ".join(x for x in (None if r.value is None else r.note,
+                                     f"{r.failed} failed queries left out" if r.failed else None) if x)
         table.add_row(column_title(key), escape(value), escape(f"{r.n} {r.n_of}"), escape(interval), escape(unit),
-                      escape("; ".join(x for x in (r.note, f"{r.failed} failed queries left out" if r.failed else None) if x)))
+                      escape(note))
     return table

@@ -19,6 +19,7 @@ from typing import Sequence
 
 from ragleak.errors import RagleakError
 from ragleak.report import ci, html, plots
+from ragleak.report.evidence import enrich
 from ragleak.report.gates import Gate, check, gate_rows
 from ragleak.report.summary import load_run, summarize
 
@@ -38,6 +39,7 @@ def build_report(run_dir: Path, gates: Sequence[Gate] = (), show_leaks: bool = F
     summary = summarize(run_dir)
     summary["gates"] = gate_rows(check(gates, summary["cells_table"]))
     records = load_run(run_dir)
+    enrich(summary, records, run_dir)
     figures: dict[str, str | None] = {
         f"bars:{m}": plots.leakage_bars(summary["levels"], m)
         for m in sorted({r["metric"] for r in summary["levels"]})

@@ -132,7 +132,8 @@ def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any
     from ragleak.audit.trace import HookActivity
     from ragleak.defenses import DEFENSES
 
-    defenses = sorted({r.spec.defense for r in records})
+    # a scored transcript's target (an endpoint, a label) is no registered defense: nothing to audit
+    defenses = sorted({r.spec.defense for r in records} & set(DEFENSES.names()))
     inventories, activity = [], {}
     for name in defenses:
         try:
