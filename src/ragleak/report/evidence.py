@@ -175,6 +175,8 @@ def guarantee_warnings(guarantees: list[dict[str, Any]]) -> list[dict[str, Any]]
 
     out = []
     for g in guarantees:
+        if not g.get("curve"):
+            continue  # no formal guarantee, no curve: the guarantees table says so already
         card = g.get("card")
         if not isinstance(card, dict):
             try:
