@@ -118,6 +118,8 @@ def leakage_table(levels: list[dict]) -> Table:
         if r["low"] is None:
             return escape(f"{number(r['estimate']):.3g}{of}\n(1 cell)")
         star = "*" if r.get("interval_over", "cells") != "cells" else ""
+        if r["low"] == r["high"]:  # a zero-width interval is no precision: every reading was equal
+            return escape(f"{number(r['estimate']):.3g}{of}\n(no spread){star}")
         return escape(f"{number(r['estimate']):.3g}{of}\n[{number(r['low']):.3g}, {number(r['high']):.3g}]{star}")
 
     return metrics_by_defense("leakage per defense: mean [95% bootstrap interval over cells; * over one cell's queries]",

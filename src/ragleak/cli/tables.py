@@ -150,7 +150,8 @@ def metric_results_table(title: str, results: dict[str, Any]) -> Table:
         r = results[key]
         info = metric_info(key) if metric_title(key) != key else {"unit": "", "higher_is_leakier": True}
         unit = info["unit"] + ("; higher = more leakage" if info["higher_is_leakier"] else "; lower = more leakage")
-        interval = "-" if r.interval is None else f"[{number(r.interval[0]):.4g}, {number(r.interval[1]):.4g}]"
+        interval = ("-" if r.interval is None else "no spread" if r.interval[0] == r.interval[1]
+                    else f"[{number(r.interval[0]):.4g}, {number(r.interval[1]):.4g}]")
         value = reading_text(r.value, r.note) + ("" if r.value is None else of_text(r.details))
         note = "; ".join(x for x in (None if r.value is None else r.note,
                                      f"{r.failed} failed queries left out" if r.failed else None) if x)

@@ -164,7 +164,8 @@ def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: 
             parts.append(f"<div class='fig'>{svg}</div>")
     level_rows = [[_td(r["defense"]), _td(metric_label(r["metric"])),
                    _td(_num(r["estimate"]) + ("" if r.get("of") is None else f" {r['of']}")),
-                   _td("-" if r["low"] is None else f"[{_num(r['low'])}, {_num(r['high'])}]"),
+                   _td("-" if r["low"] is None else "no spread (every reading equal)" if r["low"] == r["high"]
+                       else f"[{_num(r['low'])}, {_num(r['high'])}]"),
                    _td(r.get("interval_over", "cells")), _td(f"{r['n_unique']} of {r['n_runs']}"),
                    _td((", ".join(str(n) for n in r.get("n_per_cell", [])) or "-") + (f" {r['n_of']}" if r.get("n_of") else "")),
                    _td(r.get("small_sample") or "-", "no" if r.get("small_sample") else ""),

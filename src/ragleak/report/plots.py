@@ -42,7 +42,7 @@ def leakage_bars(levels: list[dict[str, Any]], metric: str) -> str | None:
     for bar, r in zip(bars, rows):
         if r.get("small_sample"):
             bar.set_hatch("//")
-        if r["low"] is not None and r["high"] is not None:
+        if r["low"] is not None and r["high"] is not None and r["high"] > r["low"]:  # no zero-width caps
             ax.errorbar(bar.get_x() + bar.get_width() / 2, r["estimate"],
                         yerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]], color="black", capsize=4)
         n = r.get("n_min")
