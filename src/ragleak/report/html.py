@@ -151,7 +151,10 @@ def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: 
     parts.append("</div><!--nav-->")
     parts.append("<h2 id='audit'>Audit dashboard — Table I: is each defense on the path it claims?</h2>")
     parts.append("<p class='sub'>static status from the source (ast); in brackets: calls in this run where the hook "
-                 "changed its input / calls.</p>" + table_one_html(summary["table_one"]))
+                 "changed its input / calls.</p>")
+    parts.append(table_one_html(summary["table_one"]) if summary["table_one"] else _warn(
+        "Table I is empty: no cell ran a registered defense whose source can be audited (scored transcripts of an "
+        "endpoint are grouped by the target's name; `ragleak audit FILE.py` audits a defense's source)"))
     parts.append("<h2 id='table-two'>Table II: leakage deltas against the undefended baseline</h2>")
     parts.append("<p class='sub'>a reading is interpretable only where an active hook of the defense reaches the "
                  f"channel the metric observes. {_excluded_text(summary)}</p>")
@@ -225,7 +228,9 @@ def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: 
                _td(g["guarantee"]["scope"]["kind"]), _td(g["guarantee"]["boundary"]),
                _td(", ".join(f"T={p['queries']}: {_num(p['eps'])}" for p in g["curve"]) or "no formal guarantee")]
               for g in summary["guarantees"]]
-    parts.append(_table(["defense", "grid eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows))
+    parts.append(_table(["defense", "grid eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows) if g_rows else _warn(
+        "no guarantee to show: no measured cell states one (a scored transcript does not say how its target was "
+        "configured, so none is claimed for it)"))
     if summary.get("gates"):
         parts.append("<h2 id='gates'>CI gates (--fail-if)</h2>")
         parts.append(_table(["gate", "result", "cells checked", "detail"],
