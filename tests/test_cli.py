@@ -162,3 +162,34 @@ def test_report_on_a_transcript_folder_prints_plain_tables_and_fails_its_gate(tm
     assert "Ingrid Pettersen" not in result.stdout
     again = ragleak("report", str(folder), "--fail-if", "pii_leaks>5")  # a run now: reported as it is
     assert again.returncode == 0, again.stderr
+
+
+def test_attack_on_an_endpoint_prints_its_metrics(tmp_path, notes_dir):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Leaky(BaseHTTPRequestHandler):  # a service that always answers from a.txt
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"answer": "Ingrid Pettersen founded it in 1874."}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Leaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = ragleak("attack", "ps", "--endpoint", f"http://127.0.0.1:{server.server_address[1]}/ask",
+                         "--budget", "2", "--corpus", str(notes_dir), "--out", str(tmp_path / "t.json"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    assert "metrics over 2 answered queries" in result.stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith("PII values leaked [PERSON]"))
+    assert row.split()[4:7] == ["1", "of", "2"] and "2 answered queries" in row  # of the 2 names spaCy finds
