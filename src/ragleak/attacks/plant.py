@@ -10,7 +10,7 @@ loads ``out`` into their own system, attacks it, and scores the answers with the
 ``ragleak attack canary --view MANIFEST`` or ``ragleak score TRANSCRIPT --view MANIFEST``.
 
 The manifest is written next to ``out``, never inside it: a manifest indexed with the corpus would
-hand the secrets to the retriever. Its format (``MANIFEST_FORMAT``, version 1) is documented in
+hand the secrets to the retriever. Its format (``attacks.canary.CanaryManifest``, version 1) is documented in
 docs/own-corpus.md.
 """
 
@@ -23,42 +23,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
-from ragleak.attacks.canary import PlantedCanary, email_canaries, name_canaries
+from ragleak.attacks.canary import CanaryManifest, ManifestCanary, PlantedCanary, email_canaries, name_canaries
 from ragleak.corpora import load_corpus
 from ragleak.corpora.canaries import inject_canaries
 from ragleak.corpora.files import read_utf8
 from ragleak.errors import ConfigError
 from ragleak.files import atomic_write_text
-from ragleak.records import Document, Record
-
-MANIFEST_FORMAT = "ragleak-canary-manifest"
-
-
-class ManifestCanary(Record):
-    """One planted canary: the secret, the sentence carrying it, and where it went."""
-
-    id: str
-    kind: str
-    secret: str
-    sentence: str
-    doc_id: str
-    file: str = Field(description="the file holding it, relative to the planted copy")
-
-
-class CanaryManifest(Record):
-    format: str = MANIFEST_FORMAT
-    version: int = 1
-    source: str = Field(description="the folder the copy was made from")
-    corpus: str = Field(description="the planted copy to load into the system under test")
-    seed: int
-    canaries: list[ManifestCanary]
-
-    @property
-    def secrets(self) -> list[str]:
-        return [c.secret for c in self.canaries]
-
+from ragleak.records import Document
 
 def manifest_path(out: Path) -> Path:
     """Where ``plant_folder`` writes the manifest by default: beside ``out`` (``OUT.canaries.json``)."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ragleak.attacks.base import CorpusView
-from ragleak.attacks.plant import MANIFEST_FORMAT, CanaryManifest
+from ragleak.attacks.canary import MANIFEST_FORMAT, CanaryManifest
 from ragleak.corpora import load_corpus
 from ragleak.errors import ConfigError
 
