@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ragleak.accounting.card import CARD_QUERIES
+from ragleak.errors import ConfigError
 from ragleak.grid.store import MEASURED, CellRecord
 from ragleak.metrics import METRICS, metric_channels, metric_info, split_key
 from ragleak.report.cells import BASELINE, condition_key, corrupt_records, load_run
@@ -132,12 +133,16 @@ def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any
     from ragleak.audit.trace import HookActivity
     from ragleak.defenses import DEFENSES
 
-    # a scored transcript's target (an endpoint, a label) is no registered defense: nothing to audit
-    defenses = sorted({r.spec.defense for r in records} & set(DEFENSES.names()))
+    defenses = sorted({r.spec.defense for r in records})
     inventories, activity = [], {}
     for name in defenses:
         try:
-            inventories.extend(_named(inventory_class(DEFENSES.get(name)), name))
+            cls = DEFENSES.get(name)
+        except ConfigError:  # a scored transcript's target (an endpoint, a label): no source to audit
+            log.info("%s is not a registered defense: not audited", name)
+            continue
+        try:
+            inventories.extend(_named(inventory_class(cls), name))
         except Exception as exc:  # an unimportable defense is shown as a problem, not a crash
             log.warning("cannot audit defense %s: %s", name, exc)
             continue
