@@ -315,7 +315,7 @@ class PIILeaks(Metric):
         answered = transcript.answered
         base: dict[str, Any] = {"n": len(answered), "n_of": "answered queries", "failed": failed_queries(transcript)}
         if not context.passages:
-            return MetricResult(value=None, note="no corpus to match against (give the corpus the target indexed)", **base)
+            return MetricResult(value=None, note="no corpus to match against: give the corpus the target indexed", **base)
         values = corpus_values(context.passages)
         totals = {t: sum(v.type == t for v in values) for t in PII_TYPES}
         if not answered:
