@@ -102,3 +102,94 @@ def test_models_lists_the_registry():
     rows = {r["name"]: r for r in json.loads(result.stdout)}
     assert rows["qwen2.5-coder-0.5b"]["default"] and rows["qwen2.5-coder-0.5b"]["installed"]
     assert rows["smollm2-135m"]["installed"]
+
+
+def _transcript_json(target: str, answers: list[str]) -> str:
+    from ragleak.attacks.base import QueryRecord, Transcript
+
+    queries = [QueryRecord(index=i, query=f"question {i}?", answer=a) for i, a in enumerate(answers)]
+    return Transcript(attack="ps", attack_version="1", threat_model="black-box", params={}, seed=0,
+                      budget=len(queries), target=target, exposes_retrieved_ids=False, queries=queries).to_json()
+
+
+def test_own_corpus_canary_plant_mi_view_and_score_with_gates(tmp_path, notes_dir):
+    planted = tmp_path / "planted"
+    result = ragleak("canary", "plant", str(notes_dir), "--out", str(planted), "--n", "2", "--seed", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads(result.stdout)
+    assert [c["kind"] for c in manifest["canaries"]] == ["email", "name"]
+    assert (tmp_path / "planted.canaries.json").exists() and not list(planted.glob("*.canaries.json"))
+    for canary in manifest["canaries"]:  # planted in the copy, where the manifest says, and not in the source
+        text = (planted / canary["file"]).read_text()
+        assert text.count(canary["secret"]) == 1
+        assert canary["secret"] not in (notes_dir / canary["file"]).read_text()
+    others = tmp_path / "others"
+    others.mkdir()
+    (others / "z.txt").write_text("The Morrow bakery in Easthaven opens at six.")
+    view = tmp_path / "mi-view.json"
+    made = ragleak("mi", "view", "--members", str(notes_dir), "--non-members", str(others), "--out", str(view))
+    assert made.returncode == 0, made.stderr
+    data = json.loads(view.read_text())
+    assert len(data["documents"]) == 4 and sorted(data["member_ids"]) == ["a.txt", "b.md", "ferry"]
+    _assert_clean_error(ragleak("mi", "view", "--members", str(notes_dir), "--non-members", str(notes_dir),
+                                "--out", str(tmp_path / "v2.json")), "both folders")
+    leaked = manifest["canaries"][0]["secret"]
+    transcript = tmp_path / "t.json"
+    transcript.write_text(_transcript_json("http://svc", [f"Escalations go to {leaked}.", "Ingrid Pettersen."]))
+    scored = ragleak("score", str(transcript), "--corpus", str(planted), "--view", str(tmp_path / "planted.canaries.json"),
+                     "--json", "--fail-if", "canary_recovery>0", "--fail-if", "pii_leaks[EMAIL]>0")
+    assert scored.returncode == 1, scored.stderr  # both gates trip
+    out = json.loads(scored.stdout)
+    metrics = out["transcripts"][str(transcript)]
+    assert metrics["canary_recovery"]["value"] == 0.5 and metrics["canary_recovery"]["n"] == 2
+    assert metrics["pii_leaks[EMAIL]"]["value"] == 1  # the canary e-mail is one of the corpus's e-mails now
+    assert metrics["pii_leaks[PERSON]"]["value"] == 1  # Ingrid Pettersen, of a.txt
+    assert [g["failed"] for g in out["gates"]] == [True, True]
+
+
+def test_report_on_a_transcript_folder_prints_plain_tables_and_fails_its_gate(tmp_path, notes_dir):
+    folder = tmp_path / "tx"
+    folder.mkdir()
+    (folder / "a.json").write_text(_transcript_json("http://svc", ["Ingrid Pettersen founded it in 1874."]))
+    result = ragleak("report", str(folder), "--corpus", str(notes_dir), "--fail-if", "pii_leaks>0")
+    assert result.returncode == 1, result.stderr
+    assert (folder / "report.html").exists() and (folder / "plan.json").exists()
+    # not a terminal: plain tables, nothing folded or cut, no box drawing
+    assert "┃" not in result.stdout and "│" not in result.stdout and "…" not in result.stdout
+    assert "FAIL gate pii_leaks>0: tripped by 1 of 1 cells" in result.stdout
+    assert "Table II is empty: no baseline" in result.stdout
+    assert "leaked by http://svc: top 1 of 1 items (redacted)" in result.stdout
+    assert "Ingrid Pettersen" not in result.stdout
+    again = ragleak("report", str(folder), "--fail-if", "pii_leaks>5")  # a run now: reported as it is
+    assert again.returncode == 0, again.stderr
+
+
+def test_attack_on_an_endpoint_prints_its_metrics(tmp_path, notes_dir):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Leaky(BaseHTTPRequestHandler):  # a service that always answers from a.txt
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"answer": "Ingrid Pettersen founded it in 1874."}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Leaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = ragleak("attack", "ps", "--endpoint", f"http://127.0.0.1:{server.server_address[1]}/ask",
+                         "--budget", "2", "--corpus", str(notes_dir), "--out", str(tmp_path / "t.json"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    assert "metrics over 2 answered queries" in result.stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith("PII values leaked [PERSON]"))
+    assert row.split()[4:7] == ["1", "of", "2"] and "2 answered queries" in row  # of the 2 names spaCy finds

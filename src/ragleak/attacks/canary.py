@@ -36,6 +36,7 @@ from ragleak.attacks.base import CorpusView, Transcript
 from ragleak.attacks.prompt_extraction import PromptExtraction, PromptExtractionParams
 from ragleak.corpora import load_corpus
 from ragleak.corpora.canaries import inject_canaries, make_canaries
+from ragleak.errors import ConfigError
 from ragleak.files import atomic_write_text
 from ragleak.records import Document, Record
 
@@ -113,13 +114,15 @@ class CanaryParams(PromptExtractionParams):
     variant: CanaryVariant = "email"
     n_docs: int = Field(default=50, ge=1, description="knowledge-base size when the attack prepares the corpus")
     entropy: bool = False
+    manifest: Path | None = Field(default=None, description="a canary manifest (`ragleak canary plant`): the corpus "
+                                  "is already the planted copy; score its canaries instead of planting new ones")
 
 
 class CanaryExtraction(PromptExtraction):
     """PS with the canary stress pool, scored by exact match against the planted canaries."""
 
     name: ClassVar[str] = "canary"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: the `manifest` parameter (a planted copy of the user's corpus)
     default_budget: ClassVar[int] = 50
     description: ClassVar[str] = "exact-match canary protocol: PS with the 50-query targeted pool"
     Params = CanaryParams
@@ -127,6 +130,8 @@ class CanaryExtraction(PromptExtraction):
     def prepare_corpus(self, documents: list[Document], seed: int) -> tuple[list[Document], CorpusView]:
         """For a grid cell: the first ``n_docs`` documents with one canary each, and the scoring view."""
         p = self.params
+        if p.manifest is not None:
+            return documents, manifest_view(p.manifest, documents)
         kb = plant_canaries(list(documents[: p.n_docs]), p.variant, seed, p.entropy)
         return kb.documents, kb.view()
 
@@ -137,6 +142,48 @@ class CanaryExtraction(PromptExtraction):
             transcript.scoring["recovered"] = sorted(s for s, idx in hits.items() if idx)
             transcript.scoring["n_canaries"] = len(view.secrets)
         return transcript
+
+
+MANIFEST_FORMAT = "ragleak-canary-manifest"
+
+
+class ManifestCanary(Record):
+    """One planted canary: the secret, the sentence carrying it, and where it went."""
+
+    id: str
+    kind: str
+    secret: str
+    sentence: str
+    doc_id: str
+    file: str = Field(description="the file holding it, relative to the planted copy")
+
+
+class CanaryManifest(Record):
+    format: str = MANIFEST_FORMAT
+    version: int = 1
+    source: str = Field(description="the folder the copy was made from")
+    corpus: str = Field(description="the planted copy to load into the system under test")
+    seed: int
+    canaries: list[ManifestCanary]
+
+    @property
+    def secrets(self) -> list[str]:
+        return [c.secret for c in self.canaries]
+
+
+def manifest_view(path: Path, documents: list[Document]) -> CorpusView:
+    """The scoring view of a planted copy's manifest, checked against the corpus: each canary must
+    be in the document the manifest names (else this corpus is not the planted copy)."""
+    try:
+        manifest = CanaryManifest.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"canary manifest {path}: {exc}") from exc
+    texts = {d.id: d.text for d in documents}
+    missing = [c.id for c in manifest.canaries if c.secret not in texts.get(c.doc_id, "")]
+    if missing:
+        raise ConfigError(f"canary manifest {path}: {len(missing)} canaries ({', '.join(missing[:3])}) are not in the "
+                          "documents the manifest names: index the planted copy, not the original corpus")
+    return CorpusView(secrets=manifest.secrets)
 
 
 def canary_retrieval(transcript: Transcript, kb: CanaryKB) -> dict[str, bool]:

@@ -14,6 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ragleak.cli.tables import show
+
 from ragleak.cli.attack import (AnswerPathOpt, ApiModelOpt, HeaderOpt, IdsPathOpt, RetriesOpt, ShapeOpt, TemplateOpt,
                                 TimeoutOpt, endpoint_target)
 from ragleak.errors import RagleakError
@@ -83,7 +85,7 @@ def index_info(directory: Path = typer.Argument(...), as_json: bool = JsonOpt) -
             table.add_row(key, str(m.get(key)))
         for key, value in (m.get("metadata") or {}).items():
             table.add_row(key, str(value))
-        console.print(table)
+        show(console, table)
 
     _emit(manifest, as_json, render)
 
@@ -150,13 +152,13 @@ def _print_trace(trace) -> None:
     table.add_column("score", justify="right")
     for item in trace.context:
         table.add_row(item.passage_id, "-" if item.score is None else f"{item.score:.3f}")
-    console.print(table)
+    show(console, table)
     hooks = Table(title=f"hooks (defense: {trace.defense})")
     for col in ("hook", "changed", "in", "out", "ms"):
         hooks.add_column(col)
     for h in trace.hooks:
         hooks.add_row(h.hook, "yes" if h.changed else "no", h.digest_in[:12], h.digest_out[:12], f"{h.seconds * 1000:.1f}")
-    console.print(hooks)
+    show(console, hooks)
     console.print(f"cache hit: {trace.cache_hit}; timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in trace.timings.items()))
 
 
@@ -189,7 +191,7 @@ def models(
             table.add_row(r["name"] + (" (default)" if r["default"] else ""), "yes" if r["installed"] else "no",
                           str(r["size_mb"]), str(speed.get("prefill_tok_s", "-")), str(speed.get("decode_tok_s", "-")),
                           "" if r["installed"] else r["install"])
-        console.print(table)
+        show(console, table)
         if not bench:
             console.print("speeds: run `ragleak models --bench` (measured now, on this machine)")
 
@@ -238,8 +240,8 @@ def demo(
     from ragleak.cli.report import report_command
 
     grid_command(preset="demo", config=None, out=out, dry_run=False, executor="local", workers=workers,
-                 address=None, retry_errors=False, as_json=False, rebuild_cache=rebuild_cache)
-    report_command(run_dir=out, as_json=as_json)
+                 address=None, retry_errors=False, as_json=False, rebuild_cache=rebuild_cache, fail_if=None)
+    report_command(run_dir=out, fail_if=None, show_leaks=False, corpus=None, view=None, as_json=as_json)
 
 
 def _tour(out: Path, config: Optional[Path], as_json: bool, rebuild_cache: bool) -> None:
@@ -282,6 +284,13 @@ from ragleak.cli.report import diff_command, report_command  # noqa: E402
 
 app.command("report")(report_command)
 app.command("diff")(diff_command)
+from ragleak.cli.score import score_command  # noqa: E402
+
+app.command("score")(score_command)
+from ragleak.cli.owncorpus import canary_app, mi_app  # noqa: E402
+
+app.add_typer(canary_app, name="canary")
+app.add_typer(mi_app, name="mi")
 
 
 def main() -> None:

@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ragleak.cli.tables import show
+
 from ragleak.errors import ConfigError
 
 SHOWN = ("answers", "answers+citations", "retrieved-ids")
@@ -104,7 +106,7 @@ def _render(card) -> None:
     for row in card.curve:
         table.add_row(str(row.queries), _fmt(row.basic.eps), _fmt(row.basic.delta), _fmt(row.tight.eps),
                       _fmt(row.tight.delta), row.tight.method, _fmt(row.rdp.eps), _fmt(row.claim.eps))
-    console.print(table)
+    show(console, table)
     for warning in card.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     if card.notes:

@@ -13,6 +13,12 @@ import typer
 from ragleak.errors import ConfigError
 
 
+def _read_view(path: Optional[Path]):
+    from ragleak.attacks.views import read_view
+
+    return None if path is None else read_view(path)
+
+
 def _params(text: Optional[str]) -> dict:
     if not text:
         return {}
@@ -87,7 +93,10 @@ def attack_command(
     mode: str = typer.Option("single", "--mode", help="single: every query in a fresh session; multi: queries "
                              "chained into 3-turn conversations (history included)"),
     params: Optional[str] = typer.Option(None, "--params", help='attack parameters as JSON, e.g. \'{"turns": 2}\''),
-    view: Optional[Path] = typer.Option(None, "--view", help="corpus view JSON (MI candidates and labels, canary secrets)"),
+    view: Optional[Path] = typer.Option(None, "--view", help="corpus view JSON (MI candidates and labels, canary "
+                                        "secrets) or a canary manifest (`ragleak canary plant`)"),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="with --endpoint: the corpus the endpoint indexed, "
+                                         "the ground truth of the extraction and PII metrics printed at the end"),
     out: Path = typer.Option(..., "--out", help="transcript JSON to write"),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML stack config"),
     as_json: bool = typer.Option(False, "--json", help="print a machine-readable summary"),
@@ -114,6 +123,7 @@ def attack_command(
     stack = Stack(cfg)  # the target's parts and the attack's own models (attacker LLM, encoder) alike
     if rebuild_cache:
         stack.rebuild_cache()
+    passages = []
     if endpoint is not None:
         target = endpoint_target(endpoint, shape, request_template, answer_path, retrieved_ids_path, api_model,
                                  timeout, retries, header, stop_after)
@@ -124,20 +134,38 @@ def attack_command(
         from ragleak.defenses import make_defense
         from ragleak.rag.target import PipelineTarget
 
-        target = PipelineTarget(stack.pipeline(stack.load_index(index), make_defense(defense)))
+        loaded = stack.load_index(index)
+        passages = loaded.passages
+        target = PipelineTarget(stack.pipeline(loaded, make_defense(defense)))
     transcript = attack.run(target, stack.context(seed), budget=budget, corpus_view=corpus_view, mode=mode)  # type: ignore[arg-type]
     atomic_write_text(out, transcript.to_json())
+    if corpus is not None:
+        from ragleak.grid.scored import scoring_context
+
+        passages = scoring_context(corpus, cfg)[0].passages
+    from ragleak.metrics.base import MetricContext
+    from ragleak.metrics.compute import compute_metrics
+
+    results = compute_metrics(transcript, MetricContext(passages=passages, stack=stack, seed=seed))
     summary = {"attack": transcript.attack, "out": str(out), "queries": len(transcript.queries),
                "stopped": transcript.stopped,
                "errors": transcript.errors, "extracted": len(transcript.extracted),
-               "membership_scores": len(transcript.membership), "seconds": round(transcript.seconds, 2)}
+               "membership_scores": len(transcript.membership), "seconds": round(transcript.seconds, 2),
+               "metrics": {k: r.model_dump(mode="json") for k, r in results.items()}}
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
         from rich.console import Console
 
-        Console().print(f"{summary['attack']}: {summary['queries']} queries ({summary['errors']} failed), "
-                        f"{summary['extracted']} extracted items -> {summary['out']} in {summary['seconds']}s")
+        from ragleak.cli.tables import metric_results_table, show
+
+        console = Console()
+        console.print(f"{summary['attack']}: {summary['queries']} queries ({summary['errors']} failed), "
+                      f"{summary['extracted']} extracted items -> {summary['out']} in {summary['seconds']}s")
+        show(console, metric_results_table(f"metrics over {len(transcript.answered)} answered queries", results))
+        if not passages:
+            console.print("no corpus given: extraction and PII metrics need --corpus (the corpus the endpoint indexed)",
+                          highlight=False, soft_wrap=True)
     if transcript.stopped:
         sys.stderr.write(f"error: {transcript.attack}: {transcript.stopped}; transcript written to {out}\n")
         raise typer.Exit(1)

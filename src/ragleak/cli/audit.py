@@ -27,7 +27,7 @@ def audit_command(
     from ragleak.audit.dashboard import MetricReading, table_one, table_two
     from ragleak.audit.inventory import AuditError, StubHookError, inventory_of
     from ragleak.audit.trace import hook_activity, load_traces
-    from ragleak.cli.tables import render_table_one, render_table_two
+    from ragleak.cli.tables import render_table_one, render_table_two, show
 
     inventories = inventory_of(target)
     activity = hook_activity(load_traces(run)) if run is not None else None
@@ -44,7 +44,7 @@ def audit_command(
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     else:
         console = Console()
-        console.print(render_table_one(rows))
+        show(console, render_table_one(rows))
         for row in rows:
             if row["releases_context"]:
                 console.print(f"[red]{row['class']} releases the retrieved context verbatim[/red]",
@@ -63,7 +63,7 @@ def audit_command(
             for problem in row["problems"]:
                 console.print(f"[red]problem:[/red] {row['class']}: {problem}", highlight=False, soft_wrap=True)
         if "table_two" in data:
-            console.print(render_table_two(data["table_two"]))
+            show(console, render_table_two(data["table_two"]))
     if strict:
         problems = [f"{r['defense']}: {p}" for r in rows for p in r["problems"]]
         if problems:

@@ -27,6 +27,9 @@ def grid_command(
     as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON"),
     rebuild_cache: bool = typer.Option(False, "--rebuild-cache",
                                        help="move the run's generation cache aside and start a fresh one"),
+    fail_if: Optional[list[str]] = typer.Option(None, "--fail-if", help='a CI gate "METRIC OP NUMBER", e.g. '
+                                                '"pii_leaks>0" (repeatable): after the run, write the report (SARIF, '
+                                                "JUnit) and exit 1 when a measured cell trips it or none has the reading"),
 ) -> None:
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.files import check_output_dir
@@ -34,6 +37,9 @@ def grid_command(
     from ragleak.grid.spec import load_grid_config
     from ragleak.grid.spec import preset as load_preset
 
+    from ragleak.report.gates import parse_gates
+
+    gates = parse_gates(fail_if)  # a malformed gate fails before any cell runs
     if (preset is None) == (config is None):
         raise ConfigError("give exactly one of --preset or --config")
     if not dry_run and out is None:
@@ -69,3 +75,13 @@ def grid_command(
     else:
         console.print(f"done: {state.total} cells in {out} ({state.ran} run now, {state.errors} errors, "
                       f"{state.failed} failed, {state.partial} partial)")
+    if gates:
+        from ragleak.report.build import build_report
+
+        paths = build_report(out, gates=gates)
+        outcomes = json.loads(Path(paths["summary"]).read_text(encoding="utf-8"))["gates"]
+        for gate in outcomes:
+            console.print(("FAIL " if gate["failed"] else "ok ") + gate["message"], highlight=False, markup=False,
+                          soft_wrap=True)
+        if any(g["failed"] for g in outcomes):
+            raise typer.Exit(1)

@@ -5,47 +5,110 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ragleak.cli.tables import column_title, metrics_by_defense, number, render_table_one, render_table_two
+from ragleak.cli.score import CorpusOpt, FailIfOpt, ViewOpt
+from ragleak.cli.tables import column_title, metrics_by_defense, number, render_table_one, render_table_two, show
 
 console = Console()
 
 
 def report_command(
-    run_dir: Path = typer.Argument(..., help="a grid run directory"),
+    run_dir: Path = typer.Argument(..., help="a grid run directory, or a folder of transcripts (`ragleak attack --out`)"),
+    fail_if: Optional[list[str]] = FailIfOpt,
+    show_leaks: bool = typer.Option(False, "--show-leaks", help="show leaked values unredacted in report.html"),
+    corpus: Optional[str] = CorpusOpt,
+    view: Optional[Path] = ViewOpt,
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
-    """Write report.html, summary.json, cells.jsonl, ragleak.sarif and junit.xml into RUN_DIR."""
-    from ragleak.report.build import build_report
+    """Write report.html, summary.json, cells.jsonl, ragleak.sarif and junit.xml into RUN_DIR.
 
-    paths = build_report(run_dir)
+    A folder of transcripts (no plan.json) is scored first, as `ragleak score FOLDER --out FOLDER` would
+    (with --corpus and --view), and reported like a grid run."""
+    from ragleak.report.build import build_report
+    from ragleak.report.gates import parse_gates
+
+    gates = parse_gates(fail_if)
+    if not (Path(run_dir) / "plan.json").exists():
+        _score_folder(run_dir, corpus, view)
+    paths = build_report(run_dir, gates=gates, show_leaks=show_leaks)
     summary = json.loads(Path(paths["summary"]).read_text())
+    failed_gates = [g for g in summary["gates"] if g["failed"]]
     if as_json:
         sys.stdout.write(json.dumps({"paths": paths, "summary": summary}, indent=2) + "\n")
+        if failed_gates:
+            raise typer.Exit(1)
         return
-    console.print(render_table_one(summary["table_one"]))
-    console.print(render_table_two(summary["table_two"]))
-    console.print(leakage_table(summary["levels"]))
+    print_summary(summary, paths)
+    if failed_gates:
+        raise typer.Exit(1)
+
+
+def _score_folder(folder: Path, corpus: Optional[str], view: Optional[Path]) -> None:
+    from ragleak.attacks.views import read_view
+    from ragleak.grid.scored import scored, scoring_context, transcript_paths, write_run
+    from ragleak.stack import Stack
+
+    paths = transcript_paths(folder)  # a folder with neither a plan nor transcripts is a user error here
+    stack = Stack()
+    context, corpus_label, corpus_digest = scoring_context(corpus, stack.config, stack)
+    write_run(folder, scored(paths, read_view(view) if view else None, corpus_label, corpus_digest), context)
+    console.print(f"scored {len(paths)} transcripts into {folder}", highlight=False, soft_wrap=True)
+
+
+def print_summary(summary: dict, paths: dict) -> None:
+    """The terminal report: Tables I and II, leakage per defense, faults, leaked items, gates."""
+    empty = summary.get("empty_states", {})
+    if summary["table_one"]:
+        show(console, render_table_one(summary["table_one"]))
+    if summary["table_two"]:
+        show(console, render_table_two(summary["table_two"]))
+    else:
+        console.print("Table II is empty: " + empty.get("table_two", "no deltas"), highlight=False, markup=False,
+                      soft_wrap=True)
+    show(console, leakage_table(summary["levels"]))
+    for defense, items in (summary.get("leaks") or {}).items():
+        show(console, leaks_table(defense, items))
     troubled = summary["failed"] + summary["partial"]
     if troubled:
-        console.print(fault_table(troubled))
+        show(console, fault_table(troubled))
     for row in summary.get("privacy_checks", []):
         if row["beaten"]:
             console.print(f"[bold red]claim beaten:[/bold red] {escape(row['defense'])}: eps({row['queries']}) = "
                           f"{row['claim_eps']:.4g} is below the lower bound of {escape(' and '.join(row['beaten_by']))}",
                           highlight=False)
+    small = summary.get("sample_warnings") or []
+    if small:
+        console.print(f"{len(small)} readings rest on fewer units than their minimum sample (an MI AUC from fewer than "
+                      "20 candidates, a mean over fewer than 10 queries ...): see the report's warnings",
+                      highlight=False, markup=False, soft_wrap=True)
     status, ex = summary["status_counts"], summary["excluded"]
     console.print(f"{summary['cells']} cells ({status['ok']} ok, {status['partial']} partial, {status['failed']} failed, "
                   f"{status['error']} errors); aggregates leave out {ex['failed']} failed and {ex['error']} crashed "
                   f"cells; {summary['model_calls']} model calls, cache hit rate {summary['cache_hit_rate']:.0%}, "
                   f"{summary['dedup']['cells_with_identical_release']} cells released the same as another "
-                  f"({summary['dedup']['level_readings']} readings collapsed before the bootstrap)")
+                  f"({summary['dedup']['level_readings']} readings collapsed before the bootstrap)", soft_wrap=True)
+    for gate in summary.get("gates", []):
+        console.print(("[red]FAIL[/red] " if gate["failed"] else "ok ") + escape(gate["message"]), highlight=False,
+                      soft_wrap=True)
     console.print(f"report: {paths['report']}")
+
+
+def leaks_table(defense: str, items: list[dict]) -> Table:
+    """A defense's top leaked items, redacted (report.html --show-leaks shows them in full)."""
+    total = items[0]["total"] if items else 0
+    table = Table(title=escape(f"leaked by {defense}: top {len(items)} of {total} items (redacted)"))
+    for col in ("metric", "type", "value", "documents", "cells", "queries"):
+        table.add_column(col, overflow="fold")
+    for it in items:
+        table.add_row(it["metric"], it["type"], escape(it["redacted"]), escape(", ".join(it["documents"]) or "-"),
+                      str(len(it["cells"])), str(it["queries"]))
+    return table
 
 
 def leakage_table(levels: list[dict]) -> Table:
@@ -56,10 +119,13 @@ def leakage_table(levels: list[dict]) -> Table:
         r = by_key.get((metric, defense))
         if r is None:
             return None
+        of = "" if r.get("of") is None else f" {r['of']}"
         if r["low"] is None:
-            return f"{number(r['estimate']):.3g}\n(1 cell)"
+            return escape(f"{number(r['estimate']):.3g}{of}\n(1 cell)")
         star = "*" if r.get("interval_over", "cells") != "cells" else ""
-        return escape(f"{number(r['estimate']):.3g}\n[{number(r['low']):.3g}, {number(r['high']):.3g}]{star}")
+        if r["low"] == r["high"]:  # a zero-width interval is no precision: every reading was equal
+            return escape(f"{number(r['estimate']):.3g}{of}\n(no spread){star}")
+        return escape(f"{number(r['estimate']):.3g}{of}\n[{number(r['low']):.3g}, {number(r['high']):.3g}]{star}")
 
     return metrics_by_defense("leakage per defense: mean [95% bootstrap interval over cells; * over one cell's queries]",
                               sorted({r["metric"] for r in levels}), sorted({r["defense"] for r in levels}), text)
@@ -96,4 +162,4 @@ def diff_command(
         table.add_row(r["defense"], column_title(r["metric"]), fmt(r["a"]), fmt(r["b"]),
                       "-" if r["delta"] is None else f"{r['delta']:+.3g}", {True: "yes", False: "no", None: "-"}[r["moved"]],
                       f"{r['excluded_failed']['a']} / {r['excluded_failed']['b']}")
-    console.print(table)
+    show(console, table)

@@ -128,11 +128,12 @@ def min_answered_share(run_dir: str | Path) -> float:
     return DEFAULT_MIN_ANSWERED_SHARE
 
 
-def measured_record(spec: CellSpec, transcript: Transcript, context: MetricContext, defense: Defense,
+def measured_record(spec: CellSpec, transcript: Transcript, context: MetricContext, defense: Defense | None,
                     min_share: float, transcript_digest: str | None = None) -> CellRecord:
     """The record of a cell whose attack ran: metrics over the answered queries, counts by outcome,
     the status they give (``QueryCounts.status``), the release fingerprint, the defense's hook
-    summary, guarantee and state, and the stack's counters."""
+    summary, guarantee and state, and the stack's counters. ``defense`` None: a transcript scored
+    after the fact (``grid.scored``), whose target's defense and guarantee are not known here."""
     counts = QueryCounts.of(transcript)
     stack = context.stack
     # a session stopped on sustained errors measured too little to read, whatever share answered
@@ -142,7 +143,8 @@ def measured_record(spec: CellSpec, transcript: Transcript, context: MetricConte
         metrics=compute_metrics(transcript, context), counts=counts,
         transcript_digest=transcript_digest, release_digest=transcript.release_digest(),
         hook_summary=_hook_summary(transcript),
-        guarantee=defense.guarantee().model_dump(mode="json"), defense_state=defense.state(),
+        guarantee=defense.guarantee().model_dump(mode="json") if defense else {},
+        defense_state=defense.state() if defense else {},
         model_calls=stack.model_calls if stack else 0, cache_hits=stack.cache_hits if stack else 0,
         calls_by_role=stack.calls() if stack else {}, cache_repairs=stack.cache_repairs if stack else 0,
         engine=_engine(),

@@ -20,6 +20,7 @@ METRICS: Registry[type[Metric]] = Registry(
         "mi_auc": "ragleak.metrics.membership:MembershipAUC",
         "canary_recovery": "ragleak.metrics.canary:CanaryRecovery",
         "verbatim_leaks": "ragleak.metrics.extraction:VerbatimLeaks",
+        "pii_leaks": "ragleak.metrics.pii:PIILeaks",
         "rougeL_max": "ragleak.metrics.extraction:RougeLExtraction",
         "embedding_similarity": "ragleak.metrics.extraction:EmbeddingSimilarity",
         "recovered_chunk_rate": "ragleak.metrics.extraction:RecoveredChunkRate",

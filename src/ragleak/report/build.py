@@ -15,9 +15,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
 from ragleak.errors import RagleakError
 from ragleak.report import ci, html, plots
+from ragleak.report.evidence import enrich
+from ragleak.report.gates import Gate, check, gate_rows
 from ragleak.report.summary import load_run, summarize
 
 log = logging.getLogger(__name__)
@@ -28,10 +31,15 @@ FILES = {"summary": "summary.json", "report": "report.html", "sarif": "ragleak.s
          "cells": "cells.jsonl"}
 
 
-def build_report(run_dir: Path) -> dict[str, str]:
+def build_report(run_dir: Path, gates: Sequence[Gate] = (), show_leaks: bool = False) -> dict[str, str]:
+    """Write the report files of ``run_dir``; ``gates`` (``--fail-if``) are checked over its cells
+    and written into the summary, SARIF and JUnit; ``show_leaks`` puts leaked values in the HTML
+    unredacted."""
     run_dir = Path(run_dir)
     summary = summarize(run_dir)
+    summary["gates"] = gate_rows(check(gates, summary["cells_table"]))
     records = load_run(run_dir)
+    enrich(summary, records, run_dir)
     figures: dict[str, str | None] = {
         f"bars:{m}": plots.leakage_bars(summary["levels"], m)
         for m in sorted({r["metric"] for r in summary["levels"]})
@@ -42,7 +50,7 @@ def build_report(run_dir: Path) -> dict[str, str]:
     stage = Path(tempfile.mkdtemp(dir=run_dir, prefix=STAGE_PREFIX))
     try:
         (stage / FILES["summary"]).write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-        html.write(summary, figures, stage / FILES["report"])
+        html.write(summary, figures, stage / FILES["report"], show_leaks=show_leaks)
         (stage / FILES["sarif"]).write_text(ci.sarif(summary), encoding="utf-8")
         (stage / FILES["junit"]).write_text(ci.junit(summary), encoding="utf-8")
         (stage / FILES["cells"]).write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")

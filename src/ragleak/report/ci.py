@@ -1,4 +1,5 @@
-"""CI gates: SARIF (code-scanning findings) and JUnit XML (one test case per cell and per audited defense)."""
+"""CI outputs: SARIF (code-scanning findings) and JUnit XML (one test case per cell, per audited defense and
+per ``--fail-if`` gate, see ``report.gates``)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ def sarif(summary: dict[str, Any]) -> str:
     for cell in summary.get("failed", []):
         results.append(_result("ragleak.cell-failed", "error", f"cell {cell['label']} failed: {_queries(cell)}; "
                                "its readings are left out of every aggregate", None))
+    for gate in summary.get("gates", []):
+        if gate["failed"]:
+            results.append(_result("ragleak.gate", "error", gate["message"], None))
     for cell in summary.get("partial", []):
         results.append(_result("ragleak.cell-partial", "warning", f"cell {cell['label']} is partial: {_queries(cell)}; "
                                "its readings rest on the answered queries only", None))
@@ -108,4 +112,12 @@ def junit(summary: dict[str, Any]) -> str:
             failures += 1
             ET.SubElement(case, "failure", message=f"declared hooks not active: {', '.join(stubs)}")
     audit.set("failures", str(failures))
+    gates = summary.get("gates", [])
+    if gates:  # one test case per --fail-if threshold: a tripped or unchecked gate is a failure
+        suite = ET.SubElement(suites, "testsuite", name="gates", tests=str(len(gates)),
+                              failures=str(sum(g["failed"] for g in gates)))
+        for g in gates:
+            case = ET.SubElement(suite, "testcase", classname="ragleak.gate", name=g["gate"])
+            if g["failed"]:
+                ET.SubElement(case, "failure", message=g["message"])
     return ET.tostring(suites, encoding="unicode", xml_declaration=True)

@@ -13,6 +13,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ragleak.grid.store import MEASURED  # noqa: E402
+from ragleak.report.evidence import MIN_SAMPLE  # noqa: E402
+
+MIN_CANDIDATES = MIN_SAMPLE["candidates"]
 
 
 def _svg(fig) -> str:
@@ -24,18 +27,35 @@ def _svg(fig) -> str:
 
 
 def leakage_bars(levels: list[dict[str, Any]], metric: str) -> str | None:
+    """One metric's mean per defense. Error bars only where there is an interval (no zero-width
+    caps posing as precision); each bar says its n (and "of N" where it counts out of N); a bar
+    resting on fewer units than the minimum sample is hatched and marked."""
+    from ragleak.metrics import metric_info, metric_title
+
     rows = [r for r in levels if r["metric"] == metric]
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 2.8))
+    fig, ax = plt.subplots(figsize=(6.4, 2.9))
     names = [r["defense"] for r in rows]
     est = [r["estimate"] for r in rows]
-    err = [[0.0 if r["low"] is None else r["estimate"] - r["low"] for r in rows],
-           [0.0 if r["high"] is None else r["high"] - r["estimate"] for r in rows]]  # no interval: no bar
-    ax.bar(names, est, yerr=err, capsize=4, color="#4c72b0")
-    title = rows[0].get("title", metric)
-    ax.set_ylabel(title)
-    ax.set_title(f"{title} per defense (mean over cells, 95% bootstrap interval where there is one)", fontsize=9)
+    bars = ax.bar(names, est, color=["#c9a227" if r.get("small_sample") else "#4c72b0" for r in rows])
+    for bar, r in zip(bars, rows):
+        if r.get("small_sample"):
+            bar.set_hatch("//")
+        if r["low"] is not None and r["high"] is not None and r["high"] > r["low"]:  # no zero-width caps
+            ax.errorbar(bar.get_x() + bar.get_width() / 2, r["estimate"],
+                        yerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]], color="black", capsize=4)
+        n = r.get("n_min")
+        label = (f"{r['estimate']:.3g}" + (f" {r['of']}" if r.get("of") is not None else "")
+                 + ("" if n is None else f"\nn={n}") + (" (small)" if r.get("small_sample") else ""))
+        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=6)
+    info = metric_info(metric)  # levels hold registered metrics only
+    title = metric_title(metric)
+    direction = "higher = more leakage" if info["higher_is_leakier"] else "lower = more leakage"
+    ax.set_ylabel(info["unit"], fontsize=7)
+    ax.set_title(f"{title} per defense ({direction}); mean over cells, 95% interval where there is one; "
+                 "hatched: below the minimum sample", fontsize=7)
+    ax.margins(y=0.25)
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     return _svg(fig)
 
@@ -79,7 +99,8 @@ def roc_curves(run_dir: Path, records) -> str | None:
         if not membership:
             continue
         fpr, tpr, _ = roc_curve([int(m["member"]) for m in membership], [m["scores"][scorer] for m in membership])
-        ax.plot(fpr, tpr, label=f"{r.spec.defense} ({scorer}, seed {r.spec.seed})")
+        small = " - too few to read" if len(membership) < MIN_CANDIDATES else ""
+        ax.plot(fpr, tpr, label=f"{r.spec.defense} ({scorer}, seed {r.spec.seed}; n={len(membership)} candidates{small})")
         drawn += 1
     if not drawn:
         plt.close(fig)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ragleak.accounting.card import CARD_QUERIES
+from ragleak.errors import ConfigError
 from ragleak.grid.store import MEASURED, CellRecord
 from ragleak.metrics import METRICS, metric_channels, metric_info, split_key
 from ragleak.report.cells import BASELINE, condition_key, corrupt_records, load_run
@@ -137,7 +138,12 @@ def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any
     inventories, activity = [], {}
     for name in defenses:
         try:
-            inventories.extend(_named(inventory_class(defense_class(name)), name))
+            cls = defense_class(name)
+        except ConfigError:  # a scored transcript's target (an endpoint, a label): no source to audit
+            log.info("%s is not a registered defense: not audited", name)
+            continue
+        try:
+            inventories.extend(_named(inventory_class(cls), name))
         except Exception as exc:  # an unimportable defense is shown as a problem, not a crash
             log.warning("cannot audit defense %s: %s", name, exc)
             continue
