@@ -34,3 +34,18 @@ def served(app, timeout_s: float = 30) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def bearer_only(app, token: str):
+    """``app`` answering 401 to any request without ``Authorization: Bearer <token>``."""
+    from starlette.middleware import Middleware
+    from starlette.middleware.base import BaseHTTPMiddleware
+    from starlette.responses import JSONResponse
+
+    async def check(request, call_next):
+        if request.headers.get("authorization") != f"Bearer {token}":
+            return JSONResponse({"error": "unauthorized"}, status_code=401)
+        return await call_next(request)
+
+    app.user_middleware.append(Middleware(BaseHTTPMiddleware, dispatch=check))
+    return app

@@ -12,27 +12,17 @@ from typer.testing import CliRunner
 from ragleak.cli import app
 from ragleak.rag.target import CallableTarget
 from ragleak.serve import make_app
-from served import free_port, served
+from served import bearer_only, free_port, served
 
 TOKEN = "tok-Lp2Ds7Hv4Qn8"
 
 
 @pytest.fixture(scope="module")
 def endpoint():
-    from starlette.middleware import Middleware
-    from starlette.middleware.base import BaseHTTPMiddleware
-    from starlette.responses import JSONResponse
-
-    async def bearer_only(request, call_next):
-        if request.headers.get("authorization") != f"Bearer {TOKEN}":
-            return JSONResponse({"error": "unauthorized"}, status_code=401)
-        return await call_next(request)
-
     def answer(query, history):
         return {"answer": f"[{len(history)} earlier] ops@fjordline.example says: {query}", "retrieved_ids": ["ops.txt"]}
 
-    service = make_app(CallableTarget(answer, exposes_retrieved_ids=True))
-    service.user_middleware.append(Middleware(BaseHTTPMiddleware, dispatch=bearer_only))
+    service = bearer_only(make_app(CallableTarget(answer, exposes_retrieved_ids=True)), TOKEN)
     with served(service) as base:
         yield f"{base}/v1/chat/completions"
 

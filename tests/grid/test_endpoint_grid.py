@@ -22,7 +22,7 @@ from ragleak.grid.spec import GridConfig, grid_from_dict
 from ragleak.grid.store import RunStore
 from ragleak.rag.target import CallableTarget
 from ragleak.serve import make_app
-from served import free_port, served
+from served import bearer_only, free_port, served
 
 TOKEN = "tok-Gq7Vb2Nx5Pe9"
 DOCS = {
@@ -57,17 +57,7 @@ def corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def service():
-    from starlette.middleware import Middleware
-    from starlette.middleware.base import BaseHTTPMiddleware
-    from starlette.responses import JSONResponse
-
-    async def bearer_only(request, call_next):
-        if request.headers.get("authorization") != f"Bearer {TOKEN}":
-            return JSONResponse({"error": "unauthorized"}, status_code=401)
-        return await call_next(request)
-
-    app = make_app(CallableTarget(LeakyService(), exposes_retrieved_ids=True))
-    app.user_middleware.append(Middleware(BaseHTTPMiddleware, dispatch=bearer_only))
+    app = bearer_only(make_app(CallableTarget(LeakyService(), exposes_retrieved_ids=True)), TOKEN)
     with served(app) as base:
         yield base
 
