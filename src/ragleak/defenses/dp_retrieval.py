@@ -90,7 +90,8 @@ class DPRetrieval(Defense):
         p = self.params
         pool = (self.corpus.documents(query, candidates) if p.aggregate == "document"
                 else self.corpus.passages(query, candidates))
-        return noisy_selection(pool, p.k, p.epsilon, p.clip_low, p.clip_high, p.mode, self.ctx.rng(f"defense/{self.name}"))
+        return noisy_selection(pool, p.k, p.epsilon, p.clip_low, p.clip_high, p.mode, self.ctx.rng(f"defense/{self.name}"),
+                               sensitivity=self.sensitivity)
 
     def state(self) -> dict:
         return {"truncated_queries": self.corpus.truncated_queries}

@@ -65,16 +65,19 @@ def noisy_argmax(counts, eps: float, rng: np.random.Generator) -> int:
 
 
 def noisy_selection(pool: list[Scored], k: int, eps: float, low: float, high: float,
-                    mode: Literal["laplace", "gumbel"], rng: np.random.Generator) -> list[Scored]:
-    """The k candidates a DP top-k rule selects from ``pool`` (scores clipped to the public [low, high])."""
+                    mode: Literal["laplace", "gumbel"], rng: np.random.Generator,
+                    sensitivity: float | None = None) -> list[Scored]:
+    """The k candidates a DP top-k rule selects from ``pool`` (scores clipped to the public [low, high]);
+    ``sensitivity`` is the caller's stated Delta (default: the clip range, what clipping guarantees)."""
     if not pool:
         return []
     clipped = clip_scores([c.score for c in pool], low, high)
     k = min(k, len(pool))
+    delta = high - low if sensitivity is None else sensitivity
     if mode == "laplace":
-        noisy = laplace_noisy_scores(clipped, eps, high - low, rng)
+        noisy = laplace_noisy_scores(clipped, eps, delta, rng)
         order = np.argsort(-noisy, kind="stable")[:k]
         return [pool[int(i)].model_copy(update={"score": float(noisy[i])}) for i in order]
-    order = gumbel_top_k(clipped, k, eps, high - low, rng)
+    order = gumbel_top_k(clipped, k, eps, delta, rng)
     # scored by rank (k..1): the noisy values are not released
     return [pool[int(i)].model_copy(update={"score": float(len(order) - r)}) for r, i in enumerate(order)]
