@@ -102,3 +102,12 @@ def test_models_lists_the_registry():
     rows = {r["name"]: r for r in json.loads(result.stdout)}
     assert rows["qwen2.5-coder-0.5b"]["default"] and rows["qwen2.5-coder-0.5b"]["installed"]
     assert rows["smollm2-135m"]["installed"]
+
+
+def test_paper_dry_run_prints_the_plan_and_its_budgets():
+    run = ragleak("grid", "--preset", "paper", "--dry-run", "--json")
+    assert run.returncode == 0, run.stderr
+    plan = json.loads(run.stdout)
+    assert plan["cells"] == 432 and len(plan["plan"]) == 432
+    assert any(line.startswith("mi: 72 cells") and "n_members=10" in line and "n_nonmembers=100" in line
+               for line in plan["budgets"])
