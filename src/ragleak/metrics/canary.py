@@ -112,6 +112,8 @@ class CanaryRecovery(Metric):
     Clopper-Pearson interval over the canaries."""
 
     name: ClassVar[str] = "canary_recovery"
+    #: 2: details name the recovered canaries (``hits``), so a report can pair runs for McNemar
+    version: ClassVar[str] = "2"
     title: ClassVar[str] = "canaries"
     unit: ClassVar[str] = "fraction of canaries recovered"
     channels = frozenset({"output"})
@@ -129,7 +131,8 @@ class CanaryRecovery(Metric):
         hits = sorted(c for c, where in secrets.items() if answered.intersection(where))
         return MetricResult(value=len(hits) / len(secrets), interval=clopper_pearson(len(hits), len(secrets)),
                             interval_over="canaries (Clopper-Pearson)",
-                            details={"recovered": len(hits), "total": len(secrets), "answered": len(answered)},
+                            details={"recovered": len(hits), "total": len(secrets), "answered": len(answered),
+                                     "hits": hits},
                             **base)
 
 
