@@ -5,9 +5,10 @@ Every item extracted from an answer falls in one of eleven classes (``LABELS``):
 =======================  ====================================================================
 EMAIL_REAL               an e-mail address outside every excluded placeholder vocabulary
 EMAIL_PLACEHOLDER        an e-mail on a placeholder domain/local part (``example.com``, ``user@``)
-PERSON_NAME              given name + surname, or an honorific + name (``Dr. Okafor``)
-PERSON_NAME_AMBIGUOUS    a lone given name, a given name that is also a word (``Grant Lee``), or
-                         an unknown given name before a known surname
+PERSON_NAME              given name + surname (lexicon and NER agree, see ``classify_phrase``), or
+                         an honorific + name (``Dr. Okafor``)
+PERSON_NAME_AMBIGUOUS    a lone name, or a phrase with one weak signal only (a name that is also an
+                         English verb or adjective, ``Grant Park``; the NER alone)
 PLACEHOLDER_NAME         a name from an excluded placeholder vocabulary (``Alice``, ``John Doe``)
 ORG_TITLE                a capitalised phrase with an organisation or job-title word
 PHONE                    a phone number (``555-0187``, ``(212) 555-0187``, ``+44 20 7946 0958``)
