@@ -60,7 +60,7 @@ def test_table_two_shows_the_baseline_level_and_signed_reductions(paper):
     base = rows["none"]["email"]
     assert base["kind"] == "level" and base["value"] == pytest.approx(4.5) and base["low"] < 4.5 < base["high"]
     pad = rows["pad-regex"]["email"]
-    assert pad["kind"] == "reduction" and pad["delta"] == pytest.approx(-4.5) and pad["relative_reduction"] == pytest.approx(1.0)
+    assert pad["kind"] == "reduction" and pad["delta"] == pytest.approx(-4.5) and pad["relative_change"] == pytest.approx(-1.0)
     assert pad["moved"] and pad["interpretable"] and "postprocess" in pad["reason"]
     assert rows["pad-regex"]["person"]["moved"] is False  # names are not what a regex masker removes
     mi = {d: rows[d]["mi_auc_synthetic_corp"] for d in rows}
@@ -89,5 +89,5 @@ def test_findings_say_what_moved_and_whether_the_defense_acts_there(paper):
 
 def test_the_tables_render(paper):
     page = paper_html(paper)
-    assert "Table III" in page and "Findings per defense" in page and "53/150" in page
+    assert "Table III" in page and "Findings per defense" in page and "53/150" in page and "(-100%)" in page
     assert paper_html({"table_two": [], "table_three": [], "findings": [], "columns": {}}) == ""

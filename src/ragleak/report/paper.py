@@ -2,7 +2,8 @@
 
 * **Table II**, one row per defense: e-mail and person-name ``nel_strict`` (the parts
   ``nel_strict[EMAIL_REAL]`` and ``nel_strict[PERSON_NAME]``) as per-run means for the baseline
-  and as signed reductions (defense minus baseline, paired) for every other defense; MI AUC on
+  and as signed changes (defense minus baseline, paired; negative is a reduction, also given
+  relative to the baseline's mean, as the paper's "-95.6%") for every other defense; MI AUC on
   Synthetic-Corp as a level per defense; and, per column, whether the reading is interpretable by
   the metric-to-channel map (an active hook of the defense reaches the channel the metric reads).
 * **Table III**, canary recovery per defense and seed (Clopper-Pearson), and per defense against
@@ -50,10 +51,10 @@ def _column(defense: str, key: str, levels: dict, deltas: dict, audit: dict) -> 
         return {"kind": "level", "value": level["estimate"], "low": level["low"], "high": level["high"],
                 "n_unique": level["n_unique"], "note": "no paired baseline cell"}
     base = levels.get((BASELINE, key))
-    relative = None if not base or not base["estimate"] else -delta["delta"] / base["estimate"]
+    relative = None if not base or not base["estimate"] else delta["delta"] / base["estimate"]
     interpretable, reason = audit.get((defense, key), (None, "not audited"))
     return {"kind": "reduction", "delta": delta["delta"], "low": delta["low"], "high": delta["high"],
-            "relative_reduction": relative, "pairs": delta["unique_pairs"], "moved": _moved(delta),
+            "relative_change": relative, "pairs": delta["unique_pairs"], "moved": _moved(delta),
             "interpretable": interpretable, "reason": reason}
 
 

@@ -37,7 +37,8 @@ def _nel_cell(cell: dict[str, Any] | None) -> str:
         return "-"
     if cell["kind"] == "level":
         return _ci(cell["value"], cell["low"], cell["high"]) + " per run"
-    rel = "" if cell["relative_reduction"] is None else f" ({cell['relative_reduction']:+.0%} reduction)"
+    change = cell["relative_change"]
+    rel = "" if change is None else " (no change)" if abs(change) < 0.005 else f" ({change:+.0%})"
     mark = "" if cell["interpretable"] is None else " ✓" if cell["interpretable"] else " ✗ not interpretable"
     return _e(f"{cell['delta']:+.3g}") + (f" [{_n(cell['low'])}, {_n(cell['high'])}]" if cell["low"] is not None else "") \
         + _e(rel) + f"<span title='{_e(cell['reason'])}'>{_e(mark)}</span>"
