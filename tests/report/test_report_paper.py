@@ -83,11 +83,14 @@ def test_findings_say_what_moved_and_whether_the_defense_acts_there(paper):
     f = {row["defense"]: row for row in paper["findings"]}
     assert EMAIL in f["pad-regex"]["moved_where_it_acts"] and PERSON not in f["pad-regex"]["moved"]
     assert MI in f["dp-retrieval"]["moved_where_it_acts"]
+    # LPRAG substitutes: its example.* e-mails are excluded by NEL, its pseudonyms counted as names
+    assert f["lprag"]["scorer_overlap"]["swallowed"] == 12 and f["lprag"]["scorer_overlap"]["counted"] > 10
+    assert f["pad-regex"]["scorer_overlap"] is None
     verdicts = {i["metric"]: i["verdict"] for i in f["pad-regex"]["metrics"]}
     assert "acts there" in verdicts[EMAIL] and "within its interval" in verdicts[PERSON]
 
 
 def test_the_tables_render(paper):
     page = paper_html(paper)
-    assert "Table III" in page and "Findings per defense" in page and "53/150" in page and "(-100%)" in page
+    assert "Table III" in page and "Findings per defense" in page and "53/150" in page and "(-100%)" in page and "Scorer check" in page
     assert paper_html({"table_two": [], "table_three": [], "findings": [], "columns": {}}) == ""

@@ -136,8 +136,32 @@ _VERDICT = {
 }
 
 
+def scorer_overlap(defense: str) -> dict[str, Any] | None:
+    """For a defense that substitutes values (it declares ``substitution_values``): how NEL files its
+    substitutes (swallowed by a placeholder vocabulary, or counted as leaked items); else None."""
+    from ragleak.defenses import DEFENSES
+    from ragleak.metrics.nel import vocabulary_overlap
+
+    try:
+        values = getattr(DEFENSES.get(defense), "substitution_values", None)
+    except Exception:  # an unknown or unimportable defense has nothing to check here
+        return None
+    if values is None:
+        return None
+    report = vocabulary_overlap(values())
+    notes = []
+    if report["swallowed"]:
+        notes.append(f"{report['swallowed']} of its {report['values']} substitutes are on a placeholder vocabulary NEL "
+                     "excludes (Type A: NEL cannot see them, by construction)")
+    if report["counted"]:
+        notes.append(f"{report['counted']} of its substitutes are counted by nel_strict as leaked items (its "
+                     "pseudonyms read as leaks)")
+    return {**report, "note": "; ".join(notes) or "NEL neither excludes nor counts its substitutes"}
+
+
 def findings(agg: dict[str, Any], audit_cells: list[dict]) -> list[dict[str, Any]]:
-    """Per defense: each metric's paired delta, whether it moved, and what the audit says of it."""
+    """Per defense: each metric's paired delta, whether it moved, and what the audit says of it;
+    for a substituting defense, how the NEL scorer files its substitutes."""
     audit = {(c["defense"], c["metric"]): c for c in audit_cells}
     by_defense: dict[str, list[dict]] = defaultdict(list)
     for d in agg["deltas"]:
@@ -159,7 +183,7 @@ def findings(agg: dict[str, Any], audit_cells: list[dict]) -> list[dict[str, Any
         out.append({"defense": defense, "moved": [i["metric"] for i in items if i["moved"]],
                     "moved_where_it_acts": [i["metric"] for i in items if i["moved"] and i["interpretable"]],
                     "moved_where_it_cannot_act": [i["metric"] for i in items if i["moved"] and i["interpretable"] is False],
-                    "metrics": items})
+                    "metrics": items, "scorer_overlap": scorer_overlap(defense)})
     return out
 
 

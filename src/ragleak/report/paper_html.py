@@ -81,6 +81,8 @@ def paper_html(paper: dict[str, Any] | None) -> str:
             moved = [i for i in f["metrics"] if i["moved"]]
             text = "; ".join(f"{i['metric']} {i['delta']:+.3g} [{_n(i['low'])}, {_n(i['high'])}]: {i['verdict']}"
                              for i in moved) or "no metric moved beyond its interval"
-            out.append(f"<li><b>{_e(f['defense'])}</b>: {_e(text)}</li>")
+            overlap = f.get("scorer_overlap")
+            scorer = "" if not overlap else f" <i>Scorer check: {_e(overlap['note'])}.</i>"
+            out.append(f"<li><b>{_e(f['defense'])}</b>: {_e(text)}{scorer}</li>")
         out.append("</ul>")
     return "".join(out)
