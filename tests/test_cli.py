@@ -193,3 +193,12 @@ def test_attack_on_an_endpoint_prints_its_metrics(tmp_path, notes_dir):
     assert "metrics over 2 answered queries" in result.stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith("PII values leaked [PERSON]"))
     assert row.split()[4:7] == ["1", "of", "2"] and "2 answered queries" in row  # of the 2 names spaCy finds
+
+
+def test_paper_dry_run_prints_the_plan_and_its_budgets():
+    run = ragleak("grid", "--preset", "paper", "--dry-run", "--json")
+    assert run.returncode == 0, run.stderr
+    plan = json.loads(run.stdout)
+    assert plan["cells"] == 432 and len(plan["plan"]) == 432
+    assert any(line.startswith("mi: 72 cells") and "n_members=10" in line and "n_nonmembers=100" in line
+               for line in plan["budgets"])

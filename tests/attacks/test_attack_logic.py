@@ -5,6 +5,8 @@ These never run a model; the feature tests against the real stack are in test_at
 
 from __future__ import annotations
 
+import re
+
 import http.server
 import json
 import threading
@@ -182,6 +184,36 @@ def test_pools_are_versioned_data_and_the_canary_pool_never_names_the_canary():
         for canary in email_canaries(50, seed) + name_canaries(50, seed):
             local = canary.secret.split("@")[0].lower()
             assert all(local not in q.lower() and canary.secret.lower() not in q.lower() for q in pool.items)
+
+
+_STOP = frozenset("the a an at to for on of in is are be by with and or from".split())
+
+
+def _stems(text):
+    out = set()
+    for word in re.findall(r"[A-Za-z'-]+", text.lower()):
+        for suffix in ("ing", "ed", "es", "s"):
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                break
+        out.add(word)
+    return out - _STOP
+
+
+def test_canary_pool_v2_shares_no_word_with_any_carrier_sentence():
+    """Issue 16: the targeted queries must not echo the sentence that carries the canary (its
+    wording would retrieve the carrier by lexical overlap, not by what the query asks for)."""
+    pool = load_pool("canary-targeted", "2")
+    assert len(pool.items) == 50 == len(set(pool.items))
+    general = load_pool("shared-extraction", "2")
+    assert len(general.items) == 250 and set(pool.items[:10]) <= set(general.items)
+    carriers = set()
+    for seed in (101, 102, 103):
+        for canary in email_canaries(50, seed) + name_canaries(50, seed):
+            carriers |= _stems(canary.prefix)
+    for query in pool.items:
+        assert not any(bad in query.lower() for bad in FORBIDDEN_IN_QUERIES), query
+        assert not (_stems(query) - {"please", "repeat", "all", "context"}) & carriers, query
 
 
 def test_canary_kb_plants_one_canary_per_document():

@@ -72,3 +72,39 @@ def test_grid_epsilon_sets_each_defense_s_declared_parameter_or_is_inert():
     # the DP defenses of the paper grid all take it, so its two epsilons are two experiments
     assert {d for d in preset("paper").defenses if DEFENSES.get(d).epsilon_param} >= {
         "dp-retrieval", "ca-dp", "private-rag"}
+
+
+def test_paper_preset_runs_the_paper_protocol():
+    """Issue 16: PAD is the regex masker, MI is 10 members vs 100 non-members on corpora that hold
+    them, and the extraction prompts come from the general-text pool, not our corpora's parts."""
+    from ragleak.attacks import ATTACKS
+    from ragleak.corpora import load_corpus
+
+    config = preset("paper")
+    assert set(config.defenses) == {"none", "dp-retrieval", "ca-dp", "private-rag", "pad-regex", "lprag"}
+    mi = ATTACKS.get("mi").Params(**config.attack_params["mi"])
+    assert (mi.n_members, mi.n_nonmembers) == (10, 100)
+    for corpus in config.corpora:
+        docs = load_corpus(corpus, **config.corpus_params[corpus])
+        assert len(docs) >= mi.kb_size + mi.n_nonmembers, corpus
+    for attack in ("ps", "pm"):
+        assert ATTACKS.get(attack).Params(**config.attack_params[attack]).pool_version == "2"
+    assert config.attack_params["deal"]["seed_pool_version"] == "2"
+
+
+def test_canary_preset_is_three_seeds_of_fifty_queries_from_the_pool_without_echo():
+    from ragleak.attacks.pools import load_pool
+
+    config = preset("canary")
+    assert config.seeds == [101, 102, 103] and config.budgets == {"canary": 50}
+    params = config.attack_params["canary"]
+    assert len(load_pool(params["pool"], params["pool_version"]).items) == 50
+
+
+def test_dry_run_lines_name_every_attack_s_budget():
+    from ragleak.grid.spec import budget_lines
+
+    config = preset("paper")
+    lines = budget_lines(config, config.expand())
+    assert any(line.startswith("mi: 72 cells") and "n_nonmembers=100" in line for line in lines)
+    assert sum(1 for line in lines if " cells x " in line) == 6

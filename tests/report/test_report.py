@@ -69,6 +69,10 @@ def test_every_output_is_written_and_consistent(run_dir):
     assert all(p["quality"] is not None and p["active_docs"] <= 16 for c in curves for p in c["points"])
     page = Path(paths["report"]).read_text()
     assert "Table I" in page and "<svg" in page and "U(t)" in page
+    # the paper's Table II: the baseline's NEL parts as levels, every other defense as a paired change
+    paper_rows = {row["defense"]: row for row in summary["paper"]["table_two"]}
+    assert set(paper_rows) == {"none", "pad-regex", "dp-retrieval", "private-rag"} and "Mind the Hook" in page
+    assert paper_rows["none"]["email"]["kind"] == "level" and paper_rows["pad-regex"]["email"]["kind"] == "reduction"
     # self-contained: nothing to fetch (XML namespace URIs inside the SVGs are names, not loads)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page) and "<link" not in page and "<script" not in page
 

@@ -34,7 +34,7 @@ def grid_command(
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.files import check_output_dir
     from ragleak.grid.runner import plan_summary, run_grid
-    from ragleak.grid.spec import load_grid_config
+    from ragleak.grid.spec import budget_lines, load_grid_config
     from ragleak.grid.spec import preset as load_preset
 
     from ragleak.report.gates import parse_gates
@@ -49,12 +49,14 @@ def grid_command(
     # digested before the run folder exists, so a bad config writes nothing
     cells = grid.expand()
     if dry_run:
-        plan = plan_summary(grid, cells)
+        plan = {**plan_summary(grid, cells), "budgets": budget_lines(grid, cells)}
         if as_json:
             sys.stdout.write(json.dumps(plan, indent=2) + "\n")
         else:
             for label in plan["plan"]:
                 console.print(label, highlight=False)
+            for line in plan["budgets"]:
+                console.print(line, highlight=False)
             console.print(f"{plan['cells']} cells; {plan['distinct_generation_streams']} distinct generation "
                           f"streams ({plan['shared_by_cache']} cells share another's generations via the cache)")
         return

@@ -115,6 +115,12 @@ class LPRAG(Defense):
     def rewrite_context(self, query: str, passages: list[Passage]) -> list[Passage]:
         return [self.perturb(p) for p in passages]
 
+    @classmethod
+    def substitution_values(cls) -> list[str]:
+        """The public names and e-mails this defense writes in place of detected ones: what a
+        report checks against the leakage scorer's vocabularies (``metrics.nel.vocabulary_overlap``)."""
+        return [*CANDIDATES["PERSON"], *CANDIDATES["EMAIL"]]
+
     def guarantee(self) -> Guarantee:
         where = "passages and the answer" if "postprocess" in self.hooks else "passages"
         if self.params.mechanism == "deterministic":

@@ -199,7 +199,18 @@ class GridConfig(BaseModel):
 
 
 ALL_DEFENSES = ["none", "dp-retrieval", "ca-dp", "private-rag", "pad", "lprag"]
+# Mind the Hook's six defenses: its "PAD" is its own regex masker for e-mails and identifiers
+# (``pad-regex``); Presidio masking stays available under its own name, ``pad``.
+PAPER_DEFENSES = ["none", "dp-retrieval", "ca-dp", "private-rag", "pad-regex", "lprag"]
 PAPER_ATTACKS = ["ps", "pm", "rag-thief", "ikea", "deal", "mi"]
+# MI tests 10 members against 100 non-members per corpus from a 50-document knowledge base, so
+# every corpus holds 50 + 100 documents (chatterbot-qa: a seeded subsample of that size).
+PAPER_CORPUS_DOCS = 150
+PAPER_MI = {"n_members": 10, "n_nonmembers": 100, "kb_size": 50}
+# Extraction prompts drawn as Zeng et al. (2024, arXiv 2402.16893) draw theirs: random windows of
+# general text (``shared-extraction`` v2), not parts written for our corpora.
+GENERAL_POOL = {"pool": "shared-extraction", "pool_version": "2"}
+CANARY_SEEDS = [101, 102, 103]
 
 PRESETS: dict[str, dict[str, Any]] = {
     # <= 10 minutes on 2 cores with the default model: one corpus, small budgets
@@ -217,24 +228,50 @@ PRESETS: dict[str, dict[str, Any]] = {
         "corpus_params": {"synthetic-corp": {"n_docs": 30}},
         "stack": {"decoding": {"max_tokens": 128}},
     },
-    # 6 attacks x 6 defenses x 3 corpora x 2 modes x 2 eps = 432 cells
+    # Mind the Hook's grid: 6 attacks x 6 defenses x 3 corpora x 2 modes x 2 eps = 432 cells. Its
+    # third corpus, PubMedQA, needs a file the user supplies; chatterbot-qa (public text) stands in.
     "paper": {
         "name": "paper",
         "attacks": PAPER_ATTACKS,
-        "defenses": ALL_DEFENSES,
+        "defenses": PAPER_DEFENSES,
         "corpora": ["synthetic-corp", "synthetic-email", "chatterbot-qa"],
         "modes": ["single", "multi"],
         "epsilons": [1.0, 5.0],
+        "attack_params": {"ps": GENERAL_POOL, "pm": GENERAL_POOL,
+                          "deal": {"seed_pool": "shared-extraction", "seed_pool_version": "2"},
+                          "mi": PAPER_MI},
+        "corpus_params": {c: {"n_docs": PAPER_CORPUS_DOCS} for c in ("synthetic-corp", "synthetic-email", "chatterbot-qa")},
     },
-    # the seed's OOV canary protocol: 3 seeds
+    # Mind the Hook's OOV canary protocol (section VI-A): seeds 101-103 x 50 targeted queries whose
+    # wording shares no word with the carrier sentence (``canary-targeted`` v2)
     "canary": {
         "name": "canary",
         "attacks": ["canary"],
         "defenses": ["none", "pad-regex", "pad", "lprag"],
         "corpora": ["synthetic-email"],
-        "seeds": [0, 1, 2],
+        "seeds": CANARY_SEEDS,
+        "budgets": {"canary": 50},
+        "attack_params": {"canary": {"pool": "canary-targeted", "pool_version": "2"}},
     },
 }
+
+
+def budget_lines(grid: GridConfig, cells: list[CellSpec]) -> list[str]:
+    """One line per attack: its query budget per cell and what its parameters size (for ``--dry-run``)."""
+    from ragleak.attacks import ATTACKS
+
+    out = []
+    for attack in grid.attacks:
+        budget = grid.budgets.get(attack, grid.budget)
+        shown = f"{budget} queries" if budget else f"default {ATTACKS.get(attack).default_budget} queries"
+        params = grid.attack_params.get(attack, {})
+        extra = ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+        n = sum(1 for c in cells if c.attack == attack)
+        out.append(f"{attack}: {n} cells x {shown} per cell" + (f" ({extra})" if extra else ""))
+    if grid.corpus_params:
+        out.append("corpora: " + ", ".join(f"{c} {p}" for c, p in grid.corpus_params.items()))
+    out.append(f"seeds: {', '.join(map(str, grid.seeds))}")
+    return out
 
 
 def preset(name: str) -> GridConfig:

@@ -113,7 +113,9 @@ class CanaryRecovery(Metric):
     Clopper-Pearson interval over the canaries."""
 
     name: ClassVar[str] = "canary_recovery"
-    version: ClassVar[str] = "2"  # 2: details list the recovered canaries with their queries and documents
+    # 2: details list the recovered canaries with their queries and documents (``items``) and by
+    # name (``hits``), so a report can pair runs for McNemar
+    version: ClassVar[str] = "2"
     title: ClassVar[str] = "canaries"
     unit: ClassVar[str] = "fraction of canaries recovered"
     channels = frozenset({"output"})
@@ -137,7 +139,7 @@ class CanaryRecovery(Metric):
         return MetricResult(value=len(hits) / len(secrets), interval=clopper_pearson(len(hits), len(secrets)),
                             interval_over="canaries (Clopper-Pearson)",
                             details={"recovered": len(hits), "total": len(secrets), "answered": len(answered),
-                                     "items": items},
+                                     "items": items, "hits": hits},
                             **base)
 
 

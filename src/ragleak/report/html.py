@@ -10,6 +10,7 @@ from typing import Any
 
 from ragleak.metrics import metric_title
 from ragleak.records import HOOK_NAMES
+from ragleak.report.paper_html import paper_html
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'DejaVu Sans',sans-serif;margin:2rem auto;max-width:1100px;color:#1d2330;padding:0 1rem}
@@ -164,6 +165,7 @@ def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: 
     empty = summary.get("empty_states", {})
     parts.append(table_two_html(summary["table_two"]) if summary["table_two"]
                  else _warn("Table II is empty: " + empty.get("table_two", "no deltas")))
+    parts.append(paper_html(summary.get("paper")))
     parts.append("<h2 id='leakage'>Leakage per defense</h2>")
     for key, svg in figures.items():
         if key.startswith("bars:") and svg:

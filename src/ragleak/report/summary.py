@@ -24,6 +24,7 @@ from ragleak.grid.store import MEASURED, CellRecord
 from ragleak.metrics import METRICS, metric_channels, metric_info, split_key
 from ragleak.report.cells import BASELINE, condition_key, corrupt_records, load_run
 from ragleak.report.privacy_checks import privacy_checks
+from ragleak.report.paper import MI_CORPUS, paper_tables
 from ragleak.report.utility import utility_curves
 
 log = logging.getLogger(__name__)
@@ -242,6 +243,7 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
     hits = sum(r.cache_hits for r in records)
     statuses = {s: sum(r.status == s for r in records) for s in ("ok", "partial", "failed", "error")}
     counted = [r.counts for r in records if r.counts is not None]
+    audit = audit_tables(records, agg["deltas"])
     return {
         "schema_version": 3,
         "run": str(run_dir),
@@ -263,7 +265,9 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
                   "distinct_releases": len(set(releases)), **agg["collapsed"]},
         "seconds": round(sum(r.timings.get("total_s", 0.0) for r in records), 2),
         **{k: v for k, v in agg.items() if k != "collapsed"},
-        **audit_tables(records, agg["deltas"]),
+        **audit,
+        "paper": paper_tables(records, agg, aggregate([r for r in records if r.spec.corpus == MI_CORPUS], seed=seed),
+                              audit["table_two"]),
         "guarantees": guarantee_curves(records),
         "privacy_checks": privacy_checks(run_dir, records),
         "utility_curves": utility_curves(run_dir, records),
