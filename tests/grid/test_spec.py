@@ -43,7 +43,7 @@ def test_demo_preset_meets_the_brief_and_every_name_is_registered():
 
     config = preset("demo")
     assert len(config.attacks) >= 3 and len(config.corpora) == 1
-    assert set(config.defenses) == {"none", "dp-retrieval", "ca-dp", "private-rag", "pad", "lprag"}
+    assert set(config.defenses) == {"none", "dp-retrieval", "ca-dp", "private-rag", "pad-regex", "lprag"}
     assert "asymmetry" in config.attacks  # the report's knowledge-asymmetry section has cells to show
     for name in ("demo", "paper", "canary"):
         c = preset(name)

@@ -198,7 +198,6 @@ class GridConfig(BaseModel):
         return cells
 
 
-ALL_DEFENSES = ["none", "dp-retrieval", "ca-dp", "private-rag", "pad", "lprag"]
 # Mind the Hook's six defenses: its "PAD" is its own regex masker for e-mails and identifiers
 # (``pad-regex``); Presidio masking stays available under its own name, ``pad``.
 PAPER_DEFENSES = ["none", "dp-retrieval", "ca-dp", "private-rag", "pad-regex", "lprag"]
@@ -217,12 +216,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     "demo": {
         "name": "demo",
         "attacks": ["ps", "pm", "mi", "asymmetry"],
-        "defenses": ALL_DEFENSES,
+        "defenses": PAPER_DEFENSES,
         "corpora": ["synthetic-corp"],
         "modes": ["single"],
         "epsilons": [1.0],
         "budgets": {"ps": 3, "pm": 3, "asymmetry": 2},
-        "attack_params": {"ps": {"pool": "targeted-pii"},
+        # prompts that ask for the corpus's own contents, so the masker's effect on the e-mails and
+        # phone numbers it removes shows in pii_leaks (the targeted pool's queries name values,
+        # which pii_leaks does not count as leaked)
+        "attack_params": {"ps": {"pool": "shared-extraction"},
                           "mi": {"scorers": ["heuristic"], "n_members": 3, "n_nonmembers": 3, "kb_size": 20},
                           "asymmetry": {"keywords": ["wire transfer", "personnel file"], "standard_max_tokens": 96}},
         "corpus_params": {"synthetic-corp": {"n_docs": 30}},
