@@ -87,10 +87,20 @@ class Ikea(LLMAttackMixin, Attack):
     description: ClassVar[str] = "IKEA: benign questions steered by anchors, reflection and trust-region mutation"
     Params = IkeaParams
 
+    def bind(self, ctx: RunContext) -> None:
+        super().bind(ctx)
+        self._rows: dict[str, np.ndarray] = {}
+
     # -- embedding similarity (the attacker's own instance of the stack's encoder) ---------------
     def _vec(self, texts: list[str]) -> np.ndarray:
-        v = np.asarray(self._stack().embedder().encode(texts), dtype=np.float64)
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        """Unit rows of ``texts``. Each distinct text is embedded once per run: the stop rule and
+        the reflection weights compare against the whole history, which grows by one query and
+        one answer per step, so a step embeds only those (a row does not depend on its batch)."""
+        new = [t for t in dict.fromkeys(texts) if t not in self._rows]
+        if new:
+            v = np.asarray(self._stack().embedder().encode(new), dtype=np.float64)
+            self._rows.update(zip(new, v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)))
+        return np.stack([self._rows[t] for t in texts])
 
     def _sim(self, a: str, b: str) -> float:
         v = self._vec([a, b])
