@@ -62,17 +62,23 @@ class HookRecord(Record):
 
     ``digest_in`` is the digest of what the identity hook would have passed on, ``digest_out`` of
     what this hook passed on; they differ exactly when the hook changed the data flowing through
-    it. For ``generate`` the identity is the plain generator on the same prompt.
+    it. For ``generate`` the identity is the plain generator on the same prompt; ``digest_in`` is
+    None where that reference generation was not run (the audit sampled other queries,
+    ``rag.pipeline.AuditPolicy``): such a call is unaudited, neither changed nor unchanged.
     """
 
     hook: HookName
-    digest_in: str
+    digest_in: str | None
     digest_out: str
     seconds: float = 0.0
 
     @property
+    def audited(self) -> bool:
+        return self.digest_in is not None
+
+    @property
     def changed(self) -> bool:
-        return self.digest_in != self.digest_out
+        return self.audited and self.digest_in != self.digest_out
 
 
 class RetrievedItem(Record):

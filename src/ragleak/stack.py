@@ -33,7 +33,7 @@ from ragleak.records import Document, digest
 if TYPE_CHECKING:
     from ragleak.defenses.base import Defense
     from ragleak.nlp.nli import NLIModel
-    from ragleak.rag.pipeline import RAGPipeline
+    from ragleak.rag.pipeline import AuditPolicy, RAGPipeline
 
 log = logging.getLogger(__name__)
 
@@ -143,14 +143,15 @@ class Stack:
         raise ConfigError(f"unknown NLI kind {kind!r}; known: onnx, llm")
 
     def pipeline(self, index: PassageIndex, defense: "Defense | None" = None,
-                 ctx: RunContext | None = None) -> "RAGPipeline":
-        """The audited pipeline: ``index`` + the target generator + ``defense``."""
+                 ctx: RunContext | None = None, audit: "AuditPolicy | None" = None) -> "RAGPipeline":
+        """The audited pipeline: ``index`` + the target generator + ``defense``; ``audit`` says which
+        queries get the reference generation of a defense that replaces ``generate`` (all by default)."""
         from ragleak.rag.pipeline import RAGPipeline
 
         c = self.config
         return RAGPipeline(index=index, generator=self.generator("target"), defense=defense, top_k=c.top_k,
                            candidate_k=c.candidate_k, system_prompt=c.system_prompt,
-                           ctx=ctx or self.context())
+                           ctx=ctx or self.context(), audit=audit)
 
     def context(self, seed: int | None = None) -> RunContext:
         """A run context carrying this stack (seed: the config's unless given)."""

@@ -24,7 +24,8 @@ class HookActivity(Record):
     defense: str
     hook: HookName
     changed: int
-    calls: int
+    calls: int  # audited calls: the rate reads these only
+    unaudited: int = 0  # calls whose reference was not computed (rag.pipeline.AuditPolicy)
 
     @property
     def rate(self) -> float | None:
@@ -39,11 +40,15 @@ def hook_activity(traces: Iterable[Trace]) -> dict[str, dict[HookName, HookActiv
     """``{defense: {hook: HookActivity}}`` over ``traces`` (every hook listed, even with 0 calls)."""
     counts: dict[str, dict[str, list[int]]] = {}
     for trace in traces:
-        per = counts.setdefault(trace.defense, {h: [0, 0] for h in HOOK_NAMES})
+        per = counts.setdefault(trace.defense, {h: [0, 0, 0] for h in HOOK_NAMES})
         for record in trace.hooks:
-            per[record.hook][0] += int(record.changed)
-            per[record.hook][1] += 1
-    return {d: {h: HookActivity(defense=d, hook=h, changed=c, calls=n) for h, (c, n) in per.items()}
+            row = per[record.hook]
+            if record.audited:
+                row[0] += int(record.changed)
+                row[1] += 1
+            else:
+                row[2] += 1
+    return {d: {h: HookActivity(defense=d, hook=h, changed=c, calls=n, unaudited=u) for h, (c, n, u) in per.items()}
             for d, per in counts.items()}
 
 

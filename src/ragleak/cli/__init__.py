@@ -146,7 +146,7 @@ def _print_trace(trace) -> None:
     for col in ("hook", "changed", "in", "out", "ms"):
         hooks.add_column(col)
     for h in trace.hooks:
-        hooks.add_row(h.hook, "yes" if h.changed else "no", h.digest_in[:12], h.digest_out[:12], f"{h.seconds * 1000:.1f}")
+        hooks.add_row(h.hook, "yes" if h.changed else "no", (h.digest_in or "unaudited")[:12], h.digest_out[:12], f"{h.seconds * 1000:.1f}")
     console.print(hooks)
     console.print(f"cache hit: {trace.cache_hit}; timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in trace.timings.items()))
 

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from ragleak.config import validation_message
 from ragleak.errors import ConfigError
 
 console = Console(stderr=True)
@@ -27,6 +28,12 @@ def grid_command(
     as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON"),
     rebuild_cache: bool = typer.Option(False, "--rebuild-cache",
                                        help="move the run's generation cache aside and start a fresh one"),
+    audit: Optional[str] = typer.Option(
+        None, "--audit", help="reference generations for defenses that replace generate: sample (default: those "
+                              "already cached + a share of prompts) | all | off (cached only); changes the trace, "
+                              "never a metric; each cell record states it"),
+    audit_fraction: Optional[float] = typer.Option(None, "--audit-fraction",
+                                                   help="share of prompts --audit sample generates (default 0.1)"),
 ) -> None:
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.files import check_output_dir
@@ -39,6 +46,9 @@ def grid_command(
     if not dry_run and out is None:
         raise ConfigError("--out is required unless --dry-run")
     grid = load_preset(preset) if preset else load_grid_config(config)
+    overrides = {k: v for k, v in (("audit", audit), ("audit_fraction", audit_fraction)) if v is not None}
+    if overrides:
+        grid = grid_with(grid, overrides)
     # validate, then run: every name resolved, every parameter model built and every corpus
     # digested before the run folder exists, so a bad config writes nothing
     cells = grid.expand()
@@ -69,3 +79,13 @@ def grid_command(
     else:
         console.print(f"done: {state.total} cells in {out} ({state.ran} run now, {state.errors} errors, "
                       f"{state.failed} failed, {state.partial} partial)")
+
+
+def grid_with(grid, overrides: dict):
+    """``grid`` with command-line settings applied, validated as the YAML would be."""
+    from pydantic import ValidationError
+
+    try:
+        return type(grid).model_validate({**grid.model_dump(mode="json"), **overrides})
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, "grid options")) from exc

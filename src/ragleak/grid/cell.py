@@ -24,10 +24,11 @@ from ragleak.corpora import documents_digest, load_corpus
 from ragleak.defenses import DEFENSES
 from ragleak.defenses.base import Defense
 from ragleak.errors import CorpusError
-from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE, CellSpec
+from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE, CellSpec, GridConfig
 from ragleak.grid.store import CellRecord, QueryCounts, RunStore
 from ragleak.metrics.base import MetricContext
 from ragleak.metrics.compute import compute_metrics
+from ragleak.rag.pipeline import AuditPolicy
 from ragleak.rag.target import PipelineTarget
 from ragleak.records import digest
 from ragleak.stack import Stack
@@ -53,10 +54,12 @@ def cell_stack(spec: CellSpec, run_dir: str | Path) -> Stack:
     return Stack(config, cache_path=Path(run_dir) / "generations.sqlite")
 
 
-def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
+def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None) -> CellRecord:
     """Run ``spec`` and write its record (ok, partial, failed or error) into ``run_dir``; never
-    raises for a cell failure."""
+    raises for a cell failure. ``audit``: the reference-generation policy (the run plan's when None)."""
     from ragleak.attacks import ATTACKS
+
+    audit = audit or audit_policy(run_dir)
 
     store = RunStore(Path(run_dir))
     t0 = time.perf_counter()
@@ -71,14 +74,14 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
         index = stack.index(indexed)
         defense = _defense(spec)
         ctx = stack.context(spec.seed)
-        pipeline = stack.pipeline(index, defense, ctx)
+        pipeline = stack.pipeline(index, defense, ctx, audit=audit)
         t_setup = time.perf_counter() - t0
         transcript = attack.run(PipelineTarget(pipeline), ctx, budget=spec.budget, corpus_view=view, mode=spec.mode)
         text = transcript.to_json()
         store.write_transcript(spec.cell_id, text)
         record = measured_record(spec, transcript, MetricContext(index.passages, stack, spec.seed), defense,
                                  min_answered_share(run_dir), transcript_digest=digest(text))
-        record = record.model_copy(update={"timings": {
+        record = record.model_copy(update={"audit": audit_record(audit, pipeline), "timings": {
             "setup_s": round(t_setup, 3), "total_s": round(time.perf_counter() - t0, 3),
             "generation_s": round(sum(q.trace.timings.get("generate", 0.0) for q in transcript.queries
                                       if q.trace is not None), 3)}})
@@ -93,16 +96,37 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
     return record
 
 
-def min_answered_share(run_dir: str | Path) -> float:
-    """The run's ``GridConfig.min_answered_share`` from its plan (the default without one), so a
-    resumed run judges its cells by the threshold it started with."""
+def _planned(run_dir: str | Path, read, default):
+    """``read(config)`` of the run plan's grid config, or ``default`` without a plan."""
     plan = Path(run_dir) / "plan.json"
     if plan.exists():
         try:
-            return float(json.loads(plan.read_text(encoding="utf-8"))["config"]["min_answered_share"])
+            return read(json.loads(plan.read_text(encoding="utf-8"))["config"])
         except (ValueError, KeyError, TypeError):
             pass  # a plan written before the field existed, or unreadable: the store reports the latter
-    return DEFAULT_MIN_ANSWERED_SHARE
+    return default
+
+
+def min_answered_share(run_dir: str | Path) -> float:
+    """The run's ``GridConfig.min_answered_share`` from its plan (the default without one), so a
+    resumed run judges its cells by the threshold it started with."""
+    return _planned(run_dir, lambda c: float(c["min_answered_share"]), DEFAULT_MIN_ANSWERED_SHARE)
+
+
+def audit_policy(run_dir: str | Path) -> AuditPolicy:
+    """The run plan's audit policy (the grid default without one)."""
+    fields = GridConfig.model_fields
+    fallback = AuditPolicy(fields["audit"].default, fields["audit_fraction"].default)
+    return _planned(run_dir, lambda c: AuditPolicy(c["audit"], float(c["audit_fraction"])), fallback)
+
+
+def audit_record(policy: AuditPolicy, pipeline) -> dict:
+    """What the cell record says about the audit: the policy, and the generate hook's references
+    (generated, found in the cache, skipped) with the share of its calls that were audited."""
+    counts = pipeline.audit_counts.as_dict()
+    calls = sum(counts.values())
+    return {"mode": policy.mode, "fraction": policy.fraction, "references": counts,
+            "audited_share": round((counts["generated"] + counts["cached"]) / calls, 4) if calls else None}
 
 
 def measured_record(spec: CellSpec, transcript: Transcript, context: MetricContext, defense: Defense,
@@ -131,6 +155,9 @@ def _hook_summary(transcript) -> dict[str, dict[str, int]]:
             continue
         for h in q.trace.hooks:
             row = summary.setdefault(h.hook, {"changed": 0, "calls": 0})
-            row["calls"] += 1
-            row["changed"] += int(h.changed)
+            if h.audited:
+                row["calls"] += 1
+                row["changed"] += int(h.changed)
+            else:  # only where the audit policy skipped a reference generation
+                row["unaudited"] = row.get("unaudited", 0) + 1
     return summary

@@ -23,6 +23,7 @@ from ragleak.grid.lock import RunLock
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.store import CellRecord, RunStore
 from ragleak.rag.cache import GenerationCache, move_cache_aside
+from ragleak.rag.pipeline import AuditPolicy
 
 log = logging.getLogger(__name__)
 
@@ -111,24 +112,26 @@ def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executo
         progress(state)
     workers = max(1, workers or os.cpu_count() or 1)
     # a finished grid starts no executor (a Ray cluster takes seconds to come up)
+    audit = config.audit_policy()
     if todo and executor == "local":
-        _run_local(todo, str(out), workers, state, progress)
+        _run_local(todo, str(out), workers, state, progress, audit)
     elif todo:
-        _run_ray(todo, str(out), workers, address, state, progress)
+        _run_ray(todo, str(out), workers, address, state, progress, audit)
     store.write_cells_jsonl()
     return state
 
 
-def _run_local(todo: list[CellSpec], run_dir: str, workers: int, state: Progress, progress) -> None:
+def _run_local(todo: list[CellSpec], run_dir: str, workers: int, state: Progress, progress,
+               audit: AuditPolicy) -> None:
     if workers == 1 or len(todo) <= 1:
         _init_worker()
         for spec in todo:
-            state.add(execute_cell(spec, run_dir))
+            state.add(execute_cell(spec, run_dir, audit))
             if progress:
                 progress(state)
         return
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
-        pending = {pool.submit(execute_cell, spec, run_dir) for spec in todo}
+        pending = {pool.submit(execute_cell, spec, run_dir, audit) for spec in todo}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
@@ -137,7 +140,8 @@ def _run_local(todo: list[CellSpec], run_dir: str, workers: int, state: Progress
                     progress(state)
 
 
-def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | None, state: Progress, progress) -> None:
+def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | None, state: Progress, progress,
+             audit: AuditPolicy) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -149,7 +153,7 @@ def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | No
                  log_to_driver=False, runtime_env={"env_vars": {"RAGLEAK_THREADS": "1"}})
     try:
         remote = ray.remote(num_cpus=1)(execute_cell)
-        pending = [remote.remote(spec, run_dir) for spec in todo]
+        pending = [remote.remote(spec, run_dir, audit) for spec in todo]
         while pending:
             finished, pending = ray.wait(pending, num_returns=1)
             for ref in finished:

@@ -140,12 +140,12 @@ def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any
         except Exception as exc:  # an unimportable defense is shown as a problem, not a crash
             log.warning("cannot audit defense %s: %s", name, exc)
             continue
-        totals: dict[str, dict[str, int]] = defaultdict(lambda: {"changed": 0, "calls": 0})
+        totals: dict[str, dict[str, int]] = defaultdict(lambda: {"changed": 0, "calls": 0, "unaudited": 0})
         for r in records:
             if r.spec.defense == name:
                 for hook, row in r.hook_summary.items():
-                    totals[hook]["changed"] += row["changed"]
-                    totals[hook]["calls"] += row["calls"]
+                    for key in ("changed", "calls", "unaudited"):
+                        totals[hook][key] += row.get(key, 0)
         activity[name] = {hook: HookActivity(defense=name, hook=hook, **row) for hook, row in totals.items()}
     audited = {inv.defense for inv in inventories}
     readings = [MetricReading(defense=d["defense"], metric=d["metric"], delta=d["delta"], low=d["low"], high=d["high"])
