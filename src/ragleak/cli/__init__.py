@@ -166,9 +166,10 @@ def models(
                "installed": is_installed(spec), "size_mb": round(spec.size / 1e6, 1),
                "license": spec.license, "install": spec.install_command}
         if bench and row["installed"]:
-            from ragleak.rag.speed import measure_speed
+            from ragleak.rag.speed import measure_speed, save_speed
 
             row["speed"] = measure_speed(spec.name, n_threads=threads)
+            save_speed(spec.name, row["speed"])  # the grid's --dry-run reads it for its ETA
         rows.append(row)
 
     def render(rs):

@@ -37,7 +37,8 @@ def grid_command(
 ) -> None:
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.files import check_output_dir
-    from ragleak.grid.runner import plan_summary, run_grid
+    from ragleak.grid.plan import plan_summary
+    from ragleak.grid.runner import run_grid
     from ragleak.grid.spec import load_grid_config
     from ragleak.grid.spec import preset as load_preset
 
@@ -61,6 +62,15 @@ def grid_command(
                 console.print(label, highlight=False)
             console.print(f"{plan['cells']} cells; {plan['distinct_generation_streams']} distinct generation "
                           f"streams ({plan['shared_by_cache']} cells share another's generations via the cache)")
+            for kind, row in plan["by_kind"].items():
+                console.print(f"  {kind}: {row['cells']} cells, {row['streams']} streams", highlight=False)
+            console.print(f"about {plan['queries']} target queries, {plan['model_calls']} model calls, "
+                          f"{plan['generations']} generations' worth of decoding (audit {plan['audit']['mode']})")
+            if plan["eta_s"] is None:
+                console.print(f"ETA: unknown ({plan['eta_basis']['hint']})")
+            else:
+                console.print(f"ETA on one worker: {plan['eta_s'] / 3600:.1f} h (upper bound: every answer "
+                              f"decoded to max_tokens), at {plan['eta_basis']['rates']}", highlight=False)
         return
     check_output_dir(out)
 

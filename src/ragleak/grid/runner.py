@@ -163,25 +163,3 @@ def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | No
     finally:
         if started_here:
             ray.shutdown()
-
-
-def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dict:
-    """What a dry run prints: the cells, and how many distinct generation streams they need.
-
-    Two cells share every generation when they send the same queries through the same
-    generation path: same attack, corpus, mode, seed, budget and stack, and either the same
-    defense, or defenses that act only after generation (``postprocess``), whose generations
-    are the baseline's. Epsilon matters only where it reaches the defense (``CellSpec.applied_epsilon``).
-    """
-    from ragleak.defenses import DEFENSES
-
-    cells = config.expand() if cells is None else cells
-    streams = set()
-    for c in cells:
-        hooks = set(DEFENSES.get(c.defense).hooks)  # resolved by expand: every name is registered
-        eps = c.applied_epsilon
-        path = "baseline" if hooks <= {"postprocess"} else (c.defense, tuple(sorted(c.defense_params.items())))
-        streams.add((c.attack, c.corpus, c.mode, c.seed, c.budget, repr(c.stack), repr(c.attack_params),
-                     repr(c.corpus_params), path, eps))
-    return {"cells": len(cells), "distinct_generation_streams": len(streams),
-            "shared_by_cache": len(cells) - len(streams), "plan": [c.label for c in cells]}
