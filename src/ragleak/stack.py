@@ -22,7 +22,7 @@ from ragleak.config import StackConfig
 from ragleak.context import RunContext
 from ragleak.corpora import load_corpus
 from ragleak.corpora.chunking import chunk_documents
-from ragleak.errors import ConfigError, CorpusError
+from ragleak.errors import ConfigError, CorpusError, RagleakError
 from ragleak.rag.cache import CachedGenerator, GenerationCache, move_cache_aside
 from ragleak.rag.embedder import Embedder, make_embedder
 from ragleak.files import ragleak_home
@@ -86,9 +86,11 @@ class Stack:
         return _memo(("embedder", name, threads), lambda: make_embedder(name, n_threads=threads))
 
     def index(self, documents: Sequence[Document], metadata: dict | None = None,
-              progress: Progress | None = None) -> PassageIndex:
+              progress: Progress | None = None, store: Path | None = None) -> PassageIndex:
         """A FAISS index over ``documents`` chunked as the config says (memoised by content);
-        ``progress(done, total)`` follows the embedding of the passages."""
+        ``progress(done, total)`` follows the embedding of the passages. With ``store`` (a grid
+        run's ``indexes`` folder) an index another worker already built there is loaded instead
+        of embedding the corpus again, and one built here is saved there for the others."""
         c = self.config
         key = ("index", digest([d.model_dump(mode="json") for d in documents]), c.chunk_words, c.chunk_overlap,
                c.embedder, digest(metadata or {}))
@@ -100,7 +102,24 @@ class Stack:
             meta = {"chunk_words": c.chunk_words, "chunk_overlap": c.chunk_overlap, **(metadata or {})}
             return PassageIndex.build(passages, self.embedder(), meta, progress)
 
-        return _memo(key, build)
+        if store is None:
+            return _memo(key, build)
+        return _memo(key, lambda: self._stored_index(Path(store) / digest(list(key))[:24], build))
+
+    def _stored_index(self, directory: Path, build) -> PassageIndex:
+        """The index saved in ``directory`` (checksums verified), else ``build()`` saved there. A
+        save that fails (a full disk, a race with another worker) costs only the reuse."""
+        if (directory / "manifest.json").exists():
+            try:
+                return PassageIndex.load(directory, self.embedder())
+            except (RagleakError, OSError, ValueError, RuntimeError) as exc:  # faiss raises RuntimeError
+                log.warning("stored index %s is unusable (%s); building it again", directory, exc)
+        index = build()
+        try:
+            index.save(directory)
+        except (OSError, RagleakError) as exc:
+            log.warning("could not store index %s for other workers: %s", directory, exc)
+        return index
 
     def index_corpus(self, source: str, seed: int | None = None, progress: Progress | None = None) -> PassageIndex:
         """Load the corpus ``source`` (a registered name or a folder of the user's files; ``seed``

@@ -71,7 +71,7 @@ def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None)
             # the cell id pins the content it was planned on; never store results for other content
             raise CorpusError(f"corpus {spec.corpus!r} changed since the grid was planned; run the grid again")
         indexed, view = attack.prepare_corpus(documents, spec.seed)
-        index = stack.index(indexed)
+        index = stack.index(indexed, store=Path(run_dir) / "indexes")  # built once per run, loaded by every worker
         defense = _defense(spec)
         ctx = stack.context(spec.seed)
         pipeline = stack.pipeline(index, defense, ctx, audit=audit)

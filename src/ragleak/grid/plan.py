@@ -24,6 +24,7 @@ The ETA prices every generation at the stack's prompt length and at ``max_tokens
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from ragleak.attacks import ATTACKS
@@ -67,8 +68,35 @@ class _Queries:
         return self._memo[key]
 
 
-def _reference_share(config: GridConfig) -> float:
-    return {"all": 1.0, "sample": config.audit_fraction, "off": 0.0}[config.audit]
+@dataclass(frozen=True)
+class CellEstimate:
+    """A cell's generation stream and what the stream costs when it runs first (its twins then
+    find every generation in the cache)."""
+
+    cell: CellSpec
+    key: tuple
+    kind: str
+    queries: int
+    model_calls: float
+    generations: float  # plain generations' worth of decoding
+
+
+class Estimator:
+    """``CellEstimate`` of each cell of a grid run under ``audit`` (``GridConfig.audit``, fraction)."""
+
+    def __init__(self, audit: str = "sample", audit_fraction: float = 0.1) -> None:
+        self.references = {"all": 1.0, "sample": audit_fraction, "off": 0.0}[audit]
+        self._queries = _Queries()
+
+    def __call__(self, cell: CellSpec) -> CellEstimate:
+        attack = ATTACKS.get(cell.attack)(**cell.attack_params)
+        shape = attack.stream_shape(cell.mode)
+        defense = DEFENSES.get(cell.defense)(**cell.defense_kwargs())
+        queries = self._queries(cell, attack)
+        own = defense.overrides("generate")
+        calls = queries * ((self.references if own else 1.0) + shape.attacker_calls_per_query)
+        work = calls + (queries * defense.generation_cost() if own else 0.0)
+        return CellEstimate(cell, stream_key(cell, shape), stream_kind(shape), queries, calls, work)
 
 
 def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dict:
@@ -76,45 +104,35 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dic
     kind (adaptive or fixed queries, single prompts or prompts carrying answers); the model calls
     and generation work of those streams; and an ETA where this machine's rates are known."""
     cells = config.expand() if cells is None else cells
-    queries_of = _Queries()
-    references = _reference_share(config)
-    streams: dict[tuple, dict] = {}
+    estimate = Estimator(config.audit, config.audit_fraction)
+    streams: dict[tuple, CellEstimate] = {}
     kinds: dict[str, dict[str, int]] = defaultdict(lambda: {"cells": 0, "streams": 0})
     for cell in cells:
-        attack = ATTACKS.get(cell.attack)(**cell.attack_params)
-        shape = attack.stream_shape(cell.mode)
-        kind = stream_kind(shape)
-        kinds[kind]["cells"] += 1
-        key = stream_key(cell, shape)
-        if key in streams:
-            continue
-        kinds[kind]["streams"] += 1
-        defense = DEFENSES.get(cell.defense)(**cell.defense_kwargs())
-        queries = queries_of(cell, attack)
-        own = defense.overrides("generate")
-        calls = queries * ((references if own else 1.0) + shape.attacker_calls_per_query)
-        work = calls + (queries * defense.generation_cost() if own else 0.0)
-        streams[key] = {"cell": cell, "queries": queries, "model_calls": calls, "generations": work}
+        e = estimate(cell)
+        kinds[e.kind]["cells"] += 1
+        if e.key not in streams:
+            kinds[e.kind]["streams"] += 1
+            streams[e.key] = e
     eta, basis = _eta(list(streams.values()))
     return {
         "cells": len(cells), "distinct_generation_streams": len(streams),
         "shared_by_cache": len(cells) - len(streams),
         "by_kind": {k: dict(v) for k, v in sorted(kinds.items())},
-        "queries": sum(s["queries"] for s in streams.values()),
-        "model_calls": round(sum(s["model_calls"] for s in streams.values())),
-        "generations": round(sum(s["generations"] for s in streams.values())),
+        "queries": sum(s.queries for s in streams.values()),
+        "model_calls": round(sum(s.model_calls for s in streams.values())),
+        "generations": round(sum(s.generations for s in streams.values())),
         "audit": {"mode": config.audit, "fraction": config.audit_fraction},
         "eta_s": eta, "eta_basis": basis,
         "plan": [c.label for c in cells],
     }
 
 
-def _eta(streams: list[dict]) -> tuple[float | None, dict]:
+def _eta(streams: list[CellEstimate]) -> tuple[float | None, dict]:
     """Seconds on one worker for ``streams`` at the stored rates of their models, or None (with
     the models that have no measurement)."""
     total, missing, rates = 0.0, set(), {}
     for s in streams:
-        stack = s["cell"].stack
+        stack = s.cell.stack
         threads = stack.n_threads or 1
         speed = stored_speed(stack.model, threads)
         if speed is None:
@@ -124,7 +142,7 @@ def _eta(streams: list[dict]) -> tuple[float | None, dict]:
                                              if k in speed}
         prompt = TOKENS_PER_WORD * stack.top_k * stack.chunk_words + PROMPT_OVERHEAD_TOKENS
         per_generation = prompt / speed["prefill_tok_s"] + stack.decoding.max_tokens / speed["decode_tok_s"]
-        total += s["generations"] * per_generation
+        total += s.generations * per_generation
     basis = {"rates": rates, "assumes": "each generation: the stack's full prompt, max_tokens decoded (upper bound)"}
     if missing:
         basis["missing"] = sorted(missing)

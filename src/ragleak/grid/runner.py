@@ -20,6 +20,8 @@ from typing import Callable, Literal
 from ragleak.errors import ConfigError
 from ragleak.grid.cell import execute_cell
 from ragleak.grid.lock import RunLock
+from ragleak.grid.plan import Estimator
+from ragleak.grid.schedule import ChainDispatcher, stream_chains
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.store import CellRecord, RunStore
 from ragleak.rag.cache import GenerationCache, move_cache_aside
@@ -113,35 +115,40 @@ def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executo
     workers = max(1, workers or os.cpu_count() or 1)
     # a finished grid starts no executor (a Ray cluster takes seconds to come up)
     audit = config.audit_policy()
+    chains = stream_chains(todo, Estimator(config.audit, config.audit_fraction))
     if todo and executor == "local":
-        _run_local(todo, str(out), workers, state, progress, audit)
+        _run_local(chains, str(out), workers, state, progress, audit)
     elif todo:
-        _run_ray(todo, str(out), workers, address, state, progress, audit)
+        _run_ray(chains, str(out), workers, address, state, progress, audit)
     store.write_cells_jsonl()
     return state
 
 
-def _run_local(todo: list[CellSpec], run_dir: str, workers: int, state: Progress, progress,
+def _run_local(chains: list[list[CellSpec]], run_dir: str, workers: int, state: Progress, progress,
                audit: AuditPolicy) -> None:
-    if workers == 1 or len(todo) <= 1:
+    if workers == 1 or sum(map(len, chains)) <= 1:
         _init_worker()
-        for spec in todo:
+        for spec in (cell for chain in chains for cell in chain):
             state.add(execute_cell(spec, run_dir, audit))
             if progress:
                 progress(state)
         return
+    dispatch = ChainDispatcher(chains, workers)
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
-        pending = {pool.submit(execute_cell, spec, run_dir, audit) for spec in todo}
+        pending = {pool.submit(execute_cell, spec, run_dir, audit): spec for spec in dispatch.start()}
         while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
+                nxt = dispatch.finished(pending.pop(fut))
+                if nxt is not None:
+                    pending[pool.submit(execute_cell, nxt, run_dir, audit)] = nxt
                 state.add(fut.result())
                 if progress:
                     progress(state)
 
 
-def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | None, state: Progress, progress,
-             audit: AuditPolicy) -> None:
+def _run_ray(chains: list[list[CellSpec]], run_dir: str, workers: int, address: str | None, state: Progress,
+             progress, audit: AuditPolicy) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -153,10 +160,14 @@ def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | No
                  log_to_driver=False, runtime_env={"env_vars": {"RAGLEAK_THREADS": "1"}})
     try:
         remote = ray.remote(num_cpus=1)(execute_cell)
-        pending = [remote.remote(spec, run_dir, audit) for spec in todo]
+        dispatch = ChainDispatcher(chains, workers)
+        pending = {remote.remote(spec, run_dir, audit): spec for spec in dispatch.start()}
         while pending:
-            finished, pending = ray.wait(pending, num_returns=1)
+            finished, _ = ray.wait(list(pending), num_returns=1)
             for ref in finished:
+                nxt = dispatch.finished(pending.pop(ref))
+                if nxt is not None:
+                    pending[remote.remote(nxt, run_dir, audit)] = nxt
                 state.add(ray.get(ref))
                 if progress:
                     progress(state)

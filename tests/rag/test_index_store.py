@@ -1,0 +1,63 @@
+"""A grid run builds each corpus's index once: the first worker saves it in the run folder and
+every other worker (a fresh process) loads it instead of embedding the corpus again."""
+
+from __future__ import annotations
+
+import logging
+
+from ragleak import stack as stack_module
+from ragleak.rag.index import PassageIndex
+from ragleak.records import Document
+from ragleak.testing import tiny_stack
+
+DOCS = [Document(id=f"d{i}", text=f"Record {i}: the ferry to island {i} leaves at {i} o'clock from pier {i % 3}.")
+        for i in range(30)]
+
+
+def test_a_stored_index_is_loaded_by_a_fresh_process_and_answers_alike(tmp_path, monkeypatch):
+    store = tmp_path / "indexes"
+    monkeypatch.setattr(stack_module, "_LOADED", {})
+    built = tiny_stack().index(DOCS, store=store)
+    (saved,) = list(store.iterdir())
+    monkeypatch.setattr(stack_module, "_LOADED", {})  # another worker: nothing in memory
+    calls = []
+    monkeypatch.setattr(PassageIndex, "build", classmethod(lambda cls, *a, **k: calls.append(1)))
+    loaded = tiny_stack().index(DOCS, store=store)
+    assert calls == [] and loaded is not built
+    queries = ["when does the ferry to island 7 leave?", "pier 2"]
+    for q in queries:
+        assert [(h.passage, h.score) for h in loaded.search(q, 5)] == [(h.passage, h.score) for h in built.search(q, 5)]
+    assert loaded.metadata == built.metadata and list(store.iterdir()) == [saved]
+
+
+def test_a_corrupt_stored_index_is_rebuilt_with_a_warning(tmp_path, monkeypatch, caplog):
+    store = tmp_path / "indexes"
+    monkeypatch.setattr(stack_module, "_LOADED", {})
+    built = tiny_stack().index(DOCS, store=store)
+    (saved,) = list(store.iterdir())
+    data = bytearray((saved / "passages.jsonl").read_bytes())
+    data[10] ^= 0x01
+    (saved / "passages.jsonl").write_bytes(bytes(data))
+    monkeypatch.setattr(stack_module, "_LOADED", {})
+    with caplog.at_level(logging.WARNING):
+        rebuilt = tiny_stack().index(DOCS, store=store)
+    assert "unusable" in caplog.text
+    assert [h.passage.id for h in rebuilt.search("pier 1", 3)] == [h.passage.id for h in built.search("pier 1", 3)]
+    monkeypatch.setattr(stack_module, "_LOADED", {})
+    assert tiny_stack().index(DOCS, store=store).search("pier 1", 1)[0].score == built.search("pier 1", 1)[0].score
+
+
+def test_every_cell_of_a_worker_shares_one_loaded_model_for_all_roles(monkeypatch):
+    # the attacker model of RAG-Thief, IKEA and DEAL is the process's one loaded generator, not a
+    # fresh load per cell (constructing the generator loads nothing: weights load on first use)
+    from ragleak.config import StackConfig
+    from ragleak.stack import Stack
+
+    monkeypatch.setattr(stack_module, "_LOADED", {})
+    config = StackConfig(n_threads=1, use_cache=False)
+    first, second = Stack(config), Stack(config)  # two cells of one worker
+    inner = {role: s.generator(role).inner for s in (first, second) for role in ("target", "attacker")}
+    assert len({id(g) for g in inner.values()}) == 1
+    assert first.generator("attacker") is not second.generator("attacker")  # per-cell counters
+    other = Stack(config.model_copy(update={"model": "smollm2-135m"})).generator("attacker").inner
+    assert other is not inner["attacker"]
