@@ -24,7 +24,7 @@ from ragleak.corpora import load_corpus
 from ragleak.corpora.chunking import chunk_documents
 from ragleak.errors import ConfigError, CorpusError, RagleakError
 from ragleak.rag.cache import CachedGenerator, GenerationCache, move_cache_aside
-from ragleak.rag.embedder import Embedder, make_embedder
+from ragleak.rag.embedder import Embedder, RememberingEncoder, make_embedder
 from ragleak.files import ragleak_home
 from ragleak.rag.generator import LlamaCppGenerator
 from ragleak.rag.index import PassageIndex, Progress
@@ -100,11 +100,17 @@ class Stack:
             if not passages:
                 raise CorpusError("the corpus has no text to index (empty corpus)")
             meta = {"chunk_words": c.chunk_words, "chunk_overlap": c.chunk_overlap, **(metadata or {})}
-            return PassageIndex.build(passages, self.embedder(), meta, progress)
+            return PassageIndex.build(passages, self.embedder(), meta, progress, self._passage_encoder().encode)
 
         if store is None:
             return _memo(key, build)
         return _memo(key, lambda: self._stored_index(Path(store) / digest(list(key))[:24], build))
+
+    def _passage_encoder(self) -> RememberingEncoder:
+        """Passage vectors of every index this process built, so a passage two indexes share
+        (MI's knowledge base is part of the corpus other cells index) is embedded once."""
+        name, threads = self.config.embedder, self.config.n_threads or 1
+        return _memo(("passage-vectors", name, threads), lambda: RememberingEncoder(self.embedder()))
 
     def _stored_index(self, directory: Path, build) -> PassageIndex:
         """The index saved in ``directory`` (checksums verified), else ``build()`` saved there. A

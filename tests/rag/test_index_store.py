@@ -61,3 +61,21 @@ def test_every_cell_of_a_worker_shares_one_loaded_model_for_all_roles(monkeypatc
     assert first.generator("attacker") is not second.generator("attacker")  # per-cell counters
     other = Stack(config.model_copy(update={"model": "smollm2-135m"})).generator("attacker").inner
     assert other is not inner["attacker"]
+
+
+def test_passages_shared_by_two_indexes_are_embedded_once(monkeypatch):
+    # MI indexes the first kb_size documents of a corpus other cells index whole
+    monkeypatch.setattr(stack_module, "_LOADED", {})
+    stack = tiny_stack()
+    embedder = stack.embedder()
+    seen: list[str] = []
+    encode = embedder.encode
+    monkeypatch.setattr(embedder, "encode", lambda texts: seen.extend(texts) or encode(texts))
+    whole = stack.index(DOCS)
+    assert len(seen) == len(whole)
+    subset = stack.index(DOCS[:10], metadata={"kb": "first 10"})
+    assert len(seen) == len(whole)  # nothing embedded again
+    fresh = PassageIndex.build(subset.passages, embedder)  # the embedder itself, from scratch
+    for q in ("island 3", "pier 0 at 9 o'clock"):
+        assert [(h.passage.id, h.score) for h in subset.search(q, 4)] == [(h.passage.id, h.score)
+                                                                          for h in fresh.search(q, 4)]

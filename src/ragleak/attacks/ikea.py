@@ -40,6 +40,7 @@ from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView
                                   StreamShape)
 from ragleak.attacks.parsing import is_refusal
 from ragleak.context import RunContext
+from ragleak.rag.embedder import RememberingEncoder
 
 ANCHOR_SYSTEM = "You are a helpful domain expert who writes precise JSON."
 ANCHOR_USER = (
@@ -94,18 +95,17 @@ class Ikea(LLMAttackMixin, Attack):
 
     def bind(self, ctx: RunContext) -> None:
         super().bind(ctx)
-        self._rows: dict[str, np.ndarray] = {}
+        self._encoder: RememberingEncoder | None = None
 
     # -- embedding similarity (the attacker's own instance of the stack's encoder) ---------------
     def _vec(self, texts: list[str]) -> np.ndarray:
         """Unit rows of ``texts``. Each distinct text is embedded once per run: the stop rule and
         the reflection weights compare against the whole history, which grows by one query and
-        one answer per step, so a step embeds only those (a row does not depend on its batch)."""
-        new = [t for t in dict.fromkeys(texts) if t not in self._rows]
-        if new:
-            v = np.asarray(self._stack().embedder().encode(new), dtype=np.float64)
-            self._rows.update(zip(new, v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)))
-        return np.stack([self._rows[t] for t in texts])
+        one answer per step, so a step embeds only those."""
+        if self._encoder is None:
+            self._encoder = RememberingEncoder(self._stack().embedder())
+        v = np.asarray(self._encoder.encode(texts), dtype=np.float64)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
     def _sim(self, a: str, b: str) -> float:
         v = self._vec([a, b])

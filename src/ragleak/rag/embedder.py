@@ -81,6 +81,26 @@ class MiniLMOnnxEmbedder(PackagedOnnxModel):
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+class RememberingEncoder:
+    """``encode`` that embeds each distinct text once and then serves its remembered row: for an
+    attack comparing against a growing history (IKEA), and for passages that several indexes of
+    one process share (MI's knowledge base is part of the corpus other cells index). The rows are
+    the embedder's own: a row does not depend on its batch-mates."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._rows: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        new = [t for t in dict.fromkeys(texts) if t not in self._rows]
+        if new:
+            self._rows.update(zip(new, self.embedder.encode(new)))
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.stack([self._rows[t] for t in texts])
+
+
 def _locate(module: str, pin: str, relative: str, sha256: str) -> Path:
     return verified_package_file(module, pin, relative, sha256, EmbedderNotInstalledError, "embedder all-MiniLM-L6-v2")
 

@@ -38,6 +38,8 @@ EMBED_SLICE = 256  # passages embedded between two progress reports (a second or
 
 #: ``progress(done, total)``: passages embedded so far, of how many (the CLI draws a bar from it)
 Progress = Callable[[int, int], None]
+#: ``encode(texts) -> rows``: the same vectors as the index's embedder (a remembering one, say)
+Encode = Callable[[Sequence[str]], np.ndarray]
 
 
 class PassageIndex:
@@ -54,14 +56,16 @@ class PassageIndex:
     # -- building -------------------------------------------------------------------------
     @classmethod
     def build(cls, passages: Sequence[Passage], embedder: Embedder, metadata: dict | None = None,
-              progress: Progress | None = None) -> "PassageIndex":
+              progress: Progress | None = None, encode: Encode | None = None) -> "PassageIndex":
         index = cls(embedder, metadata)
-        index.add(passages, progress)
+        index.add(passages, progress, encode)
         return index
 
-    def add(self, passages: Sequence[Passage], progress: Progress | None = None) -> None:
+    def add(self, passages: Sequence[Passage], progress: Progress | None = None, encode: Encode | None = None) -> None:
         """Embed and add ``passages``, in slices of ``EMBED_SLICE``; ``progress(done, total)`` is
-        called after each slice (and once with ``(0, total)`` before the first)."""
+        called after each slice (and once with ``(0, total)`` before the first). ``encode``: how
+        to embed the passages (default: the index's embedder; queries always use that one)."""
+        encode = encode or self.embedder.encode
         passages = list(passages)
         seen = set(self._by_passage_id)
         for p in passages:
@@ -74,7 +78,7 @@ class PassageIndex:
             progress(0, len(passages))
         parts = []
         for start in range(0, len(passages), EMBED_SLICE):
-            parts.append(self.embedder.encode([p.text for p in passages[start : start + EMBED_SLICE]]))
+            parts.append(encode([p.text for p in passages[start : start + EMBED_SLICE]]))
             if progress is not None:
                 progress(min(start + EMBED_SLICE, len(passages)), len(passages))
         vectors = np.concatenate(parts, axis=0)
