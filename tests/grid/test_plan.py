@@ -90,3 +90,10 @@ def test_the_cli_dry_run_takes_the_audit_options_and_checks_them(tmp_path):
     assert plan["audit"] == {"mode": "off", "fraction": 0.1} and plan["model_calls"] == 3
     bad = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run", "--audit", "most"])
     assert bad.exit_code != 0 and "audit" in str(bad.exception)
+
+
+def test_a_cell_that_will_fail_is_planned_at_its_attacks_default_budget():
+    # the knowledge base takes every document, so MI has no non-member: the cell records the error
+    config = GridConfig(attacks=["mi"], defenses=["none"], corpora=["synthetic-corp"],
+                        attack_params={"mi": {"kb_size": 12}}, corpus_params={"synthetic-corp": {"n_docs": 12}})
+    assert plan_summary(config)["queries"] == 220  # MembershipInference.default_budget

@@ -23,6 +23,7 @@ The ETA prices every generation at the stack's prompt length and at ``max_tokens
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +32,11 @@ from ragleak.attacks import ATTACKS
 from ragleak.attacks.base import Attack, StreamShape
 from ragleak.corpora import load_corpus
 from ragleak.defenses import DEFENSES
+from ragleak.errors import RagleakError
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.rag.speed import stored_speed
+
+log = logging.getLogger(__name__)
 
 TOKENS_PER_WORD = 1.35  # English words to Qwen/SmolLM tokens, measured on the built-in corpora
 PROMPT_OVERHEAD_TOKENS = 100  # system prompt, template and the query
@@ -63,8 +67,12 @@ class _Queries:
             return cell.budget
         key = (cell.attack, repr(cell.attack_params), cell.corpus, repr(cell.corpus_params), cell.seed)
         if key not in self._memo:
-            _, view = attack.prepare_corpus(load_corpus(cell.corpus, **cell.corpus_params), cell.seed)
-            self._memo[key] = attack.budget_for(view)
+            try:
+                _, view = attack.prepare_corpus(load_corpus(cell.corpus, **cell.corpus_params), cell.seed)
+                self._memo[key] = attack.budget_for(view)
+            except RagleakError as exc:  # the cell itself will record the error; plan it at the default
+                log.info("plan: %s: %s; counting its default budget", cell.label, exc)
+                self._memo[key] = attack.default_budget
         return self._memo[key]
 
 
