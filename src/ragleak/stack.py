@@ -15,6 +15,7 @@ prompt any role has seen before costs nothing.
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
@@ -95,12 +96,13 @@ class Stack:
         key = ("index", digest([d.model_dump(mode="json") for d in documents]), c.chunk_words, c.chunk_overlap,
                c.embedder, digest(metadata or {}))
 
-        def build() -> PassageIndex:
+        def build(work_dir: Path | None = None) -> PassageIndex:
             passages = [p for p in chunk_documents(documents, c.chunk_words, c.chunk_overlap) if p.text.strip()]
             if not passages:
                 raise CorpusError("the corpus has no text to index (empty corpus)")
             meta = {"chunk_words": c.chunk_words, "chunk_overlap": c.chunk_overlap, **(metadata or {})}
-            return PassageIndex.build(passages, self.embedder(), meta, progress, self._passage_encoder().encode)
+            return PassageIndex.build(passages, self.embedder(), meta, progress, self._passage_encoder().encode,
+                                      work_dir)
 
         if store is None:
             return _memo(key, build)
@@ -113,18 +115,22 @@ class Stack:
         return _memo(("passage-vectors", name, threads), lambda: RememberingEncoder(self.embedder()))
 
     def _stored_index(self, directory: Path, build) -> PassageIndex:
-        """The index saved in ``directory`` (checksums verified), else ``build()`` saved there. A
-        save that fails (a full disk, a race with another worker) costs only the reuse."""
+        """The index saved in ``directory`` (checksums verified), else ``build()`` saved there,
+        embedding slice by slice into a work folder beside it so that a killed worker's successor
+        resumes the build. A save that fails (a full disk, a race) costs only the reuse."""
         if (directory / "manifest.json").exists():
             try:
                 return PassageIndex.load(directory, self.embedder())
             except (RagleakError, OSError, ValueError, RuntimeError) as exc:  # faiss raises RuntimeError
                 log.warning("stored index %s is unusable (%s); building it again", directory, exc)
-        index = build()
+        work_dir = directory.with_name(f".{directory.name}.slices")
+        index = build(work_dir)
         try:
             index.save(directory)
         except (OSError, RagleakError) as exc:
             log.warning("could not store index %s for other workers: %s", directory, exc)
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
         return index
 
     def index_corpus(self, source: str, seed: int | None = None, progress: Progress | None = None) -> PassageIndex:

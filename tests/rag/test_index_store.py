@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from ragleak import stack as stack_module
 from ragleak.rag.index import PassageIndex
 from ragleak.records import Document
@@ -79,3 +81,36 @@ def test_passages_shared_by_two_indexes_are_embedded_once(monkeypatch):
     for q in ("island 3", "pier 0 at 9 o'clock"):
         assert [(h.passage.id, h.score) for h in subset.search(q, 4)] == [(h.passage.id, h.score)
                                                                           for h in fresh.search(q, 4)]
+
+
+def test_a_killed_index_build_resumes_at_its_first_missing_slice(tmp_path, monkeypatch):
+    from ragleak.rag import index as index_module
+
+    monkeypatch.setattr(index_module, "EMBED_SLICE", 8)  # 30 passages: 4 slices
+    monkeypatch.setattr(stack_module, "_LOADED", {})
+    stack = tiny_stack()
+    embedder = stack.embedder()
+    passages = stack.index(DOCS).passages  # the reference build (no store)
+    work = tmp_path / "slices"
+    encode, calls = embedder.encode, []
+
+    def dies_after_two_slices(texts):
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the worker is killed mid-build
+        calls.append(list(texts))
+        return encode(texts)
+
+    with pytest.raises(KeyboardInterrupt):
+        PassageIndex.build(passages, embedder, encode=dies_after_two_slices, work_dir=work)
+    assert len(list(work.glob("*.npy"))) == 2
+    calls.clear()
+    resumed = PassageIndex.build(passages, embedder, encode=lambda t: calls.append(list(t)) or encode(t), work_dir=work)
+    assert sum(map(len, calls)) == len(passages) - 16  # only the two missing slices were embedded
+    fresh = PassageIndex.build(passages, embedder)
+    for q in ("island 5", "pier 1"):
+        assert [(h.passage.id, h.score) for h in resumed.search(q, 6)] == [(h.passage.id, h.score)
+                                                                           for h in fresh.search(q, 6)]
+    # slices of another build are never mixed in: the folder is stamped with what it holds
+    calls.clear()
+    PassageIndex.build(passages[:-1], embedder, encode=lambda t: calls.append(list(t)) or encode(t), work_dir=work)
+    assert sum(map(len, calls)) == len(passages) - 1
