@@ -87,11 +87,13 @@ class Stack:
         return _memo(("embedder", name, threads), lambda: make_embedder(name, n_threads=threads))
 
     def index(self, documents: Sequence[Document], metadata: dict | None = None,
-              progress: Progress | None = None, store: Path | None = None) -> PassageIndex:
+              progress: Progress | None = None, store: Path | None = None,
+              work_dir: Path | None = None) -> PassageIndex:
         """A FAISS index over ``documents`` chunked as the config says (memoised by content);
         ``progress(done, total)`` follows the embedding of the passages. With ``store`` (a grid
         run's ``indexes`` folder) an index another worker already built there is loaded instead
-        of embedding the corpus again, and one built here is saved there for the others."""
+        of embedding the corpus again, and one built here is saved there for the others.
+        ``work_dir``: where embedded slices are kept, so a killed build resumes (``PassageIndex.build``)."""
         c = self.config
         key = ("index", digest([d.model_dump(mode="json") for d in documents]), c.chunk_words, c.chunk_overlap,
                c.embedder, digest(metadata or {}))
@@ -105,7 +107,7 @@ class Stack:
                                       work_dir)
 
         if store is None:
-            return _memo(key, build)
+            return _memo(key, lambda: build(work_dir))
         return _memo(key, lambda: self._stored_index(Path(store) / digest(list(key))[:24], build))
 
     def _passage_encoder(self) -> RememberingEncoder:
@@ -133,7 +135,8 @@ class Stack:
             shutil.rmtree(work_dir, ignore_errors=True)
         return index
 
-    def index_corpus(self, source: str, seed: int | None = None, progress: Progress | None = None) -> PassageIndex:
+    def index_corpus(self, source: str, seed: int | None = None, progress: Progress | None = None,
+                     work_dir: Path | None = None) -> PassageIndex:
         """Load the corpus ``source`` (a registered name or a folder of the user's files; ``seed``
         applies to a synthetic corpus, not to files) and index it; the index metadata records the
         source and seed."""
@@ -142,7 +145,7 @@ class Stack:
         metadata: dict = {"source": str(source)}
         if seed is not None:
             metadata["seed"] = seed
-        return self.index(documents, metadata, progress)
+        return self.index(documents, metadata, progress, work_dir=work_dir)
 
     def load_index(self, directory: Path) -> PassageIndex:
         return PassageIndex.load(Path(directory), self.embedder())

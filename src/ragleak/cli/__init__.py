@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -58,8 +59,11 @@ def index_build(
     cfg = _config(config)
     t0 = time.perf_counter()
     with embedding_progress(err_console) as progress:
-        index = Stack(cfg).index_corpus(source, seed=seed, progress=progress)
+        # embedded slices are kept beside --out until it is saved: a killed build resumes where it stopped
+        work_dir = out.with_name(f".{out.name}.slices")
+        index = Stack(cfg).index_corpus(source, seed=seed, progress=progress, work_dir=work_dir)
     index.save(out)
+    shutil.rmtree(work_dir, ignore_errors=True)
     seconds = time.perf_counter() - t0
     info = {"index": str(out), "documents": len(index.doc_ids), "passages": len(index),
             "embedder": index.embedder.name, "seconds": round(seconds, 2),
