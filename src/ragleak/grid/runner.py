@@ -3,7 +3,8 @@
 The coordinator never writes cell records itself; each worker writes the record of the cell it
 ran (``cell.execute_cell``). So killing the coordinator, a worker or the whole process group at
 any moment loses at most the cells in flight, and the next run picks up exactly the cells whose
-record is missing.
+record is missing. Cells are handed out stream by stream (``grid.schedule``): twins that share
+a stream's generations run after its first cell, never beside it.
 """
 
 from __future__ import annotations
@@ -113,9 +114,9 @@ def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executo
     if progress:
         progress(state)
     workers = max(1, workers or os.cpu_count() or 1)
-    # a finished grid starts no executor (a Ray cluster takes seconds to come up)
     audit = config.audit_policy()
     chains = stream_chains(todo, Estimator(config.audit, config.audit_fraction))
+    # a finished grid starts no executor (a Ray cluster takes seconds to come up)
     if todo and executor == "local":
         _run_local(chains, str(out), workers, state, progress, audit)
     elif todo:
