@@ -4,6 +4,7 @@ every other worker (a fresh process) loads it instead of embedding the corpus ag
 from __future__ import annotations
 
 import logging
+import shutil
 
 import pytest
 
@@ -114,3 +115,35 @@ def test_a_killed_index_build_resumes_at_its_first_missing_slice(tmp_path, monke
     calls.clear()
     PassageIndex.build(passages[:-1], embedder, encode=lambda t: calls.append(list(t)) or encode(t), work_dir=work)
     assert sum(map(len, calls)) == len(passages) - 1
+
+
+def test_a_slice_folder_another_worker_removes_midway_costs_only_the_resume(tmp_path, monkeypatch, caplog):
+    from ragleak.rag import index as index_module
+
+    monkeypatch.setattr(index_module, "EMBED_SLICE", 8)
+    monkeypatch.setattr(stack_module, "_LOADED", {})
+    stack = tiny_stack()
+    embedder = stack.embedder()
+    passages = stack.index(DOCS).passages
+    work = tmp_path / "slices"
+    encode = embedder.encode
+
+    def twin_finishes_and_cleans_up(texts):
+        shutil.rmtree(work, ignore_errors=True)
+        return encode(texts)
+
+    index = PassageIndex.build(passages, embedder, encode=twin_finishes_and_cleans_up, work_dir=work)
+    fresh = PassageIndex.build(passages, embedder)
+    assert [(h.passage.id, h.score) for h in index.search("pier 2", 5)] == [(h.passage.id, h.score)
+                                                                            for h in fresh.search("pier 2", 5)]
+    # slices left without their stamp are still never read by another build
+    (work / "build.sha256").unlink(missing_ok=True)
+    calls = []
+    PassageIndex.build(passages[1:], embedder, encode=lambda t: calls.append(list(t)) or encode(t), work_dir=work)
+    assert sum(map(len, calls)) == len(passages) - 1
+    shutil.rmtree(work)
+    work.mkdir()
+    (work / "build.sha256").mkdir()  # a stamp that cannot be read or replaced
+    with caplog.at_level(logging.WARNING):
+        index = PassageIndex.build(passages, embedder, work_dir=work)
+    assert len(index) == len(passages) and "not keeping embedded slices" in caplog.text

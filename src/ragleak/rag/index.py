@@ -259,8 +259,9 @@ def member_file(directory: Path, name: object) -> Path:
 
 class _SliceStore:
     """Embedded slices of one build, one ``.npy`` per slice under ``directory``. The folder is
-    stamped with the digest of the passages and the embedder, so slices of another build are
-    never mixed in (the folder is cleared when the stamp differs)."""
+    stamped with the digest of the passages and the embedder (cleared when the stamp differs),
+    and each slice's name starts with it, so slices of another build are never mixed in. Keeping
+    slices only saves work: a file error disables it (with a warning), never the build."""
 
     def __init__(self, directory: Path, passages: Sequence[Passage], embedder: Embedder) -> None:
         import hashlib
@@ -271,17 +272,23 @@ class _SliceStore:
         for p in passages:
             h.update(json.dumps([p.id, p.text]).encode("utf-8"))
         stamp, expected = directory / "build.sha256", h.hexdigest()
-        if directory.exists() and (not stamp.exists() or stamp.read_text(encoding="utf-8") != expected):
-            shutil.rmtree(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(stamp, expected)
+        self.build = expected[:16]  # in every slice's name too: a slice of another build is never read
+        self.enabled = True
+        try:  # best effort: two workers may build the same index at once, and one cleans up first
+            if stamp.exists() and stamp.read_text(encoding="utf-8") != expected:
+                shutil.rmtree(directory)
+            directory.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(stamp, expected)
+        except OSError as exc:
+            log.warning("not keeping embedded slices in %s (%s): a killed build starts over", directory, exc)
+            self.enabled = False
 
     def _path(self, start: int) -> Path:
-        return self.directory / f"{start:010d}.npy"
+        return self.directory / f"{self.build}-{start:010d}.npy"
 
     def get(self, start: int, rows: int) -> np.ndarray | None:
         path = self._path(start)
-        if not path.exists():
+        if not self.enabled or not path.exists():
             return None
         try:
             vectors = np.load(path, allow_pickle=False)
@@ -290,6 +297,8 @@ class _SliceStore:
         return vectors if vectors.shape == (rows, self.dim) and vectors.dtype == np.float32 else None
 
     def put(self, start: int, vectors: np.ndarray) -> None:
+        if not self.enabled:
+            return
         buffer = io.BytesIO()
         np.save(buffer, np.asarray(vectors, dtype=np.float32), allow_pickle=False)
         try:
