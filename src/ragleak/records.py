@@ -69,10 +69,12 @@ class HookRecord(Record):
     settings as they were before the defense ran. ``released`` lists the retrieved passages whose
     text this hook put into the output verbatim (``generate``/``postprocess``, text its input
     did not carry).
+    ``digest_in`` is None where that reference generation was not run (the audit sampled other
+    queries, ``rag.pipeline.AuditPolicy``): such a call is unaudited, neither changed nor unchanged.
     """
 
     hook: HookName
-    digest_in: str
+    digest_in: str | None
     digest_out: str
     seconds: float = 0.0
     content_in: str | None = None
@@ -80,15 +82,22 @@ class HookRecord(Record):
     released: list[str] = Field(default_factory=list)
 
     @property
+    def audited(self) -> bool:
+        return self.digest_in is not None
+
+    @property
     def changed(self) -> bool:
-        """The content changed (traces without content digests: the exact digests differ)."""
+        """The content changed (traces without content digests: the exact digests differ); an
+        unaudited call (no reference) is neither changed nor unchanged."""
+        if not self.audited:
+            return False
         if self.content_in is None or self.content_out is None:
             return self.digest_in != self.digest_out
         return self.content_in != self.content_out
 
     @property
     def order_only(self) -> bool:
-        return self.digest_in != self.digest_out and not self.changed
+        return self.audited and self.digest_in != self.digest_out and not self.changed
 
     @property
     def releases_context(self) -> bool:

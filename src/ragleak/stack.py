@@ -15,6 +15,7 @@ prompt any role has seen before costs nothing.
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
@@ -22,9 +23,9 @@ from ragleak.config import StackConfig
 from ragleak.context import RunContext
 from ragleak.corpora import load_corpus
 from ragleak.corpora.chunking import chunk_documents
-from ragleak.errors import ConfigError, CorpusError
+from ragleak.errors import ConfigError, CorpusError, RagleakError
 from ragleak.rag.cache import CachedGenerator, GenerationCache, move_cache_aside
-from ragleak.rag.embedder import Embedder, make_embedder
+from ragleak.rag.embedder import Embedder, RememberingEncoder, make_embedder
 from ragleak.files import ragleak_home
 from ragleak.rag.generator import LlamaCppGenerator
 from ragleak.rag.index import PassageIndex, Progress
@@ -33,7 +34,7 @@ from ragleak.records import Document, digest
 if TYPE_CHECKING:
     from ragleak.defenses.base import Defense
     from ragleak.nlp.nli import NLIModel
-    from ragleak.rag.pipeline import RAGPipeline
+    from ragleak.rag.pipeline import AuditPolicy, RAGPipeline
 
 log = logging.getLogger(__name__)
 
@@ -86,23 +87,56 @@ class Stack:
         return _memo(("embedder", name, threads), lambda: make_embedder(name, n_threads=threads))
 
     def index(self, documents: Sequence[Document], metadata: dict | None = None,
-              progress: Progress | None = None) -> PassageIndex:
+              progress: Progress | None = None, store: Path | None = None,
+              work_dir: Path | None = None) -> PassageIndex:
         """A FAISS index over ``documents`` chunked as the config says (memoised by content);
-        ``progress(done, total)`` follows the embedding of the passages."""
+        ``progress(done, total)`` follows the embedding of the passages. With ``store`` (a grid
+        run's ``indexes`` folder) an index another worker already built there is loaded instead
+        of embedding the corpus again, and one built here is saved there for the others.
+        ``work_dir``: where embedded slices are kept, so a killed build resumes (``PassageIndex.build``)."""
         c = self.config
         key = ("index", digest([d.model_dump(mode="json") for d in documents]), c.chunk_words, c.chunk_overlap,
                c.embedder, digest(metadata or {}))
 
-        def build() -> PassageIndex:
+        def build(work_dir: Path | None = None) -> PassageIndex:
             passages = [p for p in chunk_documents(documents, c.chunk_words, c.chunk_overlap) if p.text.strip()]
             if not passages:
                 raise CorpusError("the corpus has no text to index (empty corpus)")
             meta = {"chunk_words": c.chunk_words, "chunk_overlap": c.chunk_overlap, **(metadata or {})}
-            return PassageIndex.build(passages, self.embedder(), meta, progress)
+            return PassageIndex.build(passages, self.embedder(), meta, progress, self._passage_encoder().encode,
+                                      work_dir)
 
-        return _memo(key, build)
+        if store is None:
+            return _memo(key, lambda: build(work_dir))
+        return _memo(key, lambda: self._stored_index(Path(store) / digest(list(key))[:24], build))
 
-    def index_corpus(self, source: str, seed: int | None = None, progress: Progress | None = None) -> PassageIndex:
+    def _passage_encoder(self) -> RememberingEncoder:
+        """Passage vectors of every index this process built, so a passage two indexes share
+        (MI's knowledge base is part of the corpus other cells index) is embedded once."""
+        name, threads = self.config.embedder, self.config.n_threads or 1
+        return _memo(("passage-vectors", name, threads), lambda: RememberingEncoder(self.embedder()))
+
+    def _stored_index(self, directory: Path, build) -> PassageIndex:
+        """The index saved in ``directory`` (checksums verified), else ``build()`` saved there,
+        embedding slice by slice into a work folder beside it so that a killed worker's successor
+        resumes the build. A save that fails (a full disk, a race) costs only the reuse."""
+        if (directory / "manifest.json").exists():
+            try:
+                return PassageIndex.load(directory, self.embedder())
+            except (RagleakError, OSError, ValueError, RuntimeError) as exc:  # faiss raises RuntimeError
+                log.warning("stored index %s is unusable (%s); building it again", directory, exc)
+        work_dir = directory.with_name(f".{directory.name}.slices")
+        index = build(work_dir)
+        try:
+            index.save(directory)
+        except (OSError, RagleakError) as exc:
+            log.warning("could not store index %s for other workers: %s", directory, exc)
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        return index
+
+    def index_corpus(self, source: str, seed: int | None = None, progress: Progress | None = None,
+                     work_dir: Path | None = None) -> PassageIndex:
         """Load the corpus ``source`` (a registered name or a folder of the user's files; ``seed``
         applies to a synthetic corpus, not to files) and index it; the index metadata records the
         source and seed."""
@@ -111,7 +145,7 @@ class Stack:
         metadata: dict = {"source": str(source)}
         if seed is not None:
             metadata["seed"] = seed
-        return self.index(documents, metadata, progress)
+        return self.index(documents, metadata, progress, work_dir=work_dir)
 
     def load_index(self, directory: Path) -> PassageIndex:
         return PassageIndex.load(Path(directory), self.embedder())
@@ -143,14 +177,15 @@ class Stack:
         raise ConfigError(f"unknown NLI kind {kind!r}; known: onnx, llm")
 
     def pipeline(self, index: PassageIndex, defense: "Defense | None" = None,
-                 ctx: RunContext | None = None) -> "RAGPipeline":
-        """The audited pipeline: ``index`` + the target generator + ``defense``."""
+                 ctx: RunContext | None = None, audit: "AuditPolicy | None" = None) -> "RAGPipeline":
+        """The audited pipeline: ``index`` + the target generator + ``defense``; ``audit`` says which
+        queries get the reference generation of a defense that replaces ``generate`` (all by default)."""
         from ragleak.rag.pipeline import RAGPipeline
 
         c = self.config
         return RAGPipeline(index=index, generator=self.generator("target"), defense=defense, top_k=c.top_k,
                            candidate_k=c.candidate_k, system_prompt=c.system_prompt,
-                           ctx=ctx or self.context())
+                           ctx=ctx or self.context(), audit=audit)
 
     def context(self, seed: int | None = None) -> RunContext:
         """A run context carrying this stack (seed: the config's unless given)."""

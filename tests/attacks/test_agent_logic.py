@@ -3,6 +3,7 @@ LLM - never the default; the real-stack feature tests are in test_attacks_model.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from attacks.conftest import parts_context
@@ -115,3 +116,29 @@ def test_ikea_stops_when_it_can_only_repeat_itself(embedder):
     llm = ScriptedLLM({"anchor words": '{"anchor words": ["alpha", "beta"]}', "questions around": "1. What is new?"})
     t = make_attack("ikea").run(CallableTarget(lambda q: "Some answer."), parts_context(llm, embedder), budget=50)
     assert [q.query for q in t.queries] == ["What is new?"] and t.state["skipped_repeats"] >= 1
+
+
+def test_ikea_embeds_each_text_once_however_long_its_history(embedder, monkeypatch):
+    # the stop rule and the reflection weights compare against the whole history; re-embedding it
+    # every query made the per-query cost grow with the history length
+    counter = itertools.count()
+    llm = ScriptedLLM({
+        "anchor words": '{"anchor words": ["client address", "e-mail contact", "home street", "billing"]}',
+        "questions around": lambda prompt: "1. What about {0} and item {1}?".format(
+            re.search(r'keyword "([^"]+)"', prompt).group(1), next(counter)),
+        "single words": lambda prompt: "\n".join(f"{i + 1}. word{next(counter)}" for i in range(4)),
+    })
+    seen: list[str] = []
+    encode = embedder.encode
+    monkeypatch.setattr(embedder, "encode", lambda texts: seen.extend(texts) or encode(texts))
+    n = {"q": 0}
+
+    def answer(query):
+        n["q"] += 1
+        return f"Answer {n['q']}: " + " ".join(RECORDS[n["q"] % len(RECORDS)].split()[::-1])
+
+    t = make_attack("ikea", n_questions=1, n_mutations=4).run(CallableTarget(answer), parts_context(llm, embedder),
+                                                              budget=12, corpus_view=CorpusView(topic="client records"))
+    assert len(t.queries) == 12 and len(t.state["history"]) == 12
+    assert len(seen) == len(set(seen))  # never embedded twice
+    assert {q.query for q in t.queries} <= set(seen) and {q.answer for q in t.queries} <= set(seen)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ragleak.errors import ConfigError
-from ragleak.grid.runner import plan_summary
+from ragleak.grid.plan import plan_summary
 from ragleak.grid.spec import GridConfig, grid_from_dict, preset
 
 

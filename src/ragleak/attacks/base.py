@@ -24,7 +24,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -290,6 +290,17 @@ class _SessionDoor:
         return record
 
 
+class StreamShape(NamedTuple):
+    """How an attack's queries depend on what the target says, for the grid's dry-run plan: two
+    cells that differ only by a defense acting after generation share their generations exactly
+    when the queries are fixed in advance and no prompt carries an earlier answer."""
+
+    adaptive: bool  # a query depends on earlier answers (an agent, a refinement loop)
+    mode_matters: bool  # the grid's mode axis reaches the queries (QuerySession.ask)
+    carries_answers: bool  # a prompt holds earlier answers (a conversation's history)
+    attacker_calls_per_query: float = 0.0  # the attack's own model calls per target query (estimate)
+
+
 class AttackResult(BaseModel):
     """What ``Attack.execute`` hands back to the base class."""
 
@@ -314,9 +325,18 @@ class Attack(ABC):
         # constructors store parameters only; models and pools are loaded in run()
         self.params = build_params(type(self), "attack", params, kwargs)
 
+    #: whether a query depends on earlier answers; unknown attacks count as adaptive, so the plan
+    #: never promises shared generations it cannot have
+    adaptive: ClassVar[bool] = True
+
     def budget_for(self, view: CorpusView) -> int:
         """The default query budget (MI scales it with the number of candidates)."""
         return self.default_budget
+
+    def stream_shape(self, mode: SessionMode) -> StreamShape:
+        """How this attack's queries depend on the target's answers under ``mode`` (for the plan).
+        By default every query goes through ``QuerySession.ask``, so ``multi`` carries answers."""
+        return StreamShape(adaptive=self.adaptive, mode_matters=True, carries_answers=mode == "multi")
 
     def prepare_corpus(self, documents: list[Document], seed: int) -> tuple[list[Document], CorpusView]:
         """What a grid cell indexes and what the attack may know about it (MI holds out

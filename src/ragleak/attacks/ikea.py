@@ -36,9 +36,11 @@ import numpy as np
 from pydantic import Field
 
 from ragleak.attacks.attacker import LLMAttackMixin, numbered_items
-from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
+from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
+                                  StreamShape)
 from ragleak.attacks.parsing import is_refusal
 from ragleak.context import RunContext
+from ragleak.rag.embedder import RememberingEncoder
 
 ANCHOR_SYSTEM = "You are a helpful domain expert who writes precise JSON."
 ANCHOR_USER = (
@@ -87,9 +89,22 @@ class Ikea(LLMAttackMixin, Attack):
     description: ClassVar[str] = "IKEA: benign questions steered by anchors, reflection and trust-region mutation"
     Params = IkeaParams
 
+    def stream_shape(self, mode: SessionMode) -> StreamShape:
+        # per query: the LLM writes the questions, then proposes the mutation words
+        return super().stream_shape(mode)._replace(attacker_calls_per_query=2.0)
+
+    def bind(self, ctx: RunContext) -> None:
+        super().bind(ctx)
+        self._encoder: RememberingEncoder | None = None
+
     # -- embedding similarity (the attacker's own instance of the stack's encoder) ---------------
     def _vec(self, texts: list[str]) -> np.ndarray:
-        v = np.asarray(self._stack().embedder().encode(texts), dtype=np.float64)
+        """Unit rows of ``texts``. Each distinct text is embedded once per run: the stop rule and
+        the reflection weights compare against the whole history, which grows by one query and
+        one answer per step, so a step embeds only those."""
+        if self._encoder is None:
+            self._encoder = RememberingEncoder(self._stack().embedder())
+        v = np.asarray(self._encoder.encode(texts), dtype=np.float64)
         return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
     def _sim(self, a: str, b: str) -> float:

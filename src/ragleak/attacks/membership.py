@@ -133,6 +133,8 @@ class MembershipInference(Attack):
         s = set(self.params.scorers)
         return int(bool(s & {"heuristic", "s2mia"})) + int("rag-mia" in s)
 
+    adaptive: ClassVar[bool] = False  # the probes are fixed by the candidates, whatever the answers
+
     def budget_for(self, view: CorpusView) -> int:
         return self._queries_per_doc() * len(view.documents) if view.documents else self.default_budget
 

@@ -25,7 +25,8 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
+from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
+                                  StreamShape)
 from ragleak.attacks.parsing import pii_items, split_chunks
 from ragleak.attacks.pools import load_pool
 from ragleak.context import RunContext
@@ -79,9 +80,16 @@ class PromptExtraction(Attack):
     description: ClassVar[str] = "fixed-pool composite prompts, single turn (Zeng et al. 2024)"
     Params = PromptExtractionParams
 
+    adaptive: ClassVar[bool] = False  # the pool is fixed; answers never choose the next prompt
+
     def budget_for(self, view: CorpusView) -> int:
         p = self.params
         return len(load_pool(p.pool, p.pool_version).items) * p.turns
+
+    def stream_shape(self, mode: SessionMode) -> StreamShape:
+        if self.params.turns > 1:  # its own conversations: the grid's mode never reaches them
+            return StreamShape(adaptive=False, mode_matters=False, carries_answers=True)
+        return super().stream_shape(mode)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p = self.params

@@ -80,7 +80,8 @@ def table_one(inventories: Iterable[DefenseInventory], activity: Activity | None
                 "static": f.status, "form": f.form, "declared": f.declared, "defined_in": f.defined_in,
                 "location": f.location, "evidence": f.evidence,
                 "dynamic": None if act is None else {"changed": act.changed, "calls": act.calls,
-                                                      "reordered": act.reordered, "releases": act.releases},
+                                                      "reordered": act.reordered, "releases": act.releases,
+                                                      **({"unaudited": act.unaudited} if act.unaudited else {})},
                 "static_active": f.status in ACTIVE_STATUSES,
                 "active": hook in hooks,  # on the path and, with traces, changed at least one call
             }

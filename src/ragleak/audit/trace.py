@@ -31,9 +31,10 @@ class HookActivity(Record):
     defense: str
     hook: HookName
     changed: int
-    calls: int
+    calls: int  # audited calls: the rate reads these only
     reordered: int = 0
     releases: int = 0
+    unaudited: int = 0  # calls whose reference was not computed (rag.pipeline.AuditPolicy)
 
     @property
     def rate(self) -> float | None:
@@ -48,14 +49,17 @@ def hook_activity(traces: Iterable[Trace]) -> dict[str, dict[HookName, HookActiv
     """``{defense: {hook: HookActivity}}`` over ``traces`` (every hook listed, even with 0 calls)."""
     counts: dict[str, dict[str, dict[str, int]]] = {}
     for trace in traces:
-        per = counts.setdefault(trace.defense, {h: dict.fromkeys(("changed", "calls", "reordered", "releases"), 0)
-                                                for h in HOOK_NAMES})
+        per = counts.setdefault(trace.defense, {h: dict.fromkeys(("changed", "calls", "reordered", "releases",
+                                                                  "unaudited"), 0) for h in HOOK_NAMES})
         for record in trace.hooks:
             row = per[record.hook]
+            row["releases"] += int(record.releases_context)
+            if not record.audited:
+                row["unaudited"] += 1
+                continue
             row["changed"] += int(record.changed)
             row["calls"] += 1
             row["reordered"] += int(record.order_only)
-            row["releases"] += int(record.releases_context)
     return {d: {h: HookActivity(defense=d, hook=h, **row) for h, row in per.items()} for d, per in counts.items()}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -61,8 +62,11 @@ def index_build(
     cfg = _config(config)
     t0 = time.perf_counter()
     with embedding_progress(err_console) as progress:
-        index = Stack(cfg).index_corpus(source, seed=seed, progress=progress)
+        # embedded slices are kept beside --out until it is saved: a killed build resumes where it stopped
+        work_dir = out.with_name(f".{out.name}.slices")
+        index = Stack(cfg).index_corpus(source, seed=seed, progress=progress, work_dir=work_dir)
     index.save(out)
+    shutil.rmtree(work_dir, ignore_errors=True)
     seconds = time.perf_counter() - t0
     info = {"index": str(out), "documents": len(index.doc_ids), "passages": len(index),
             "embedder": index.embedder.name, "seconds": round(seconds, 2),
@@ -157,7 +161,7 @@ def _print_trace(trace) -> None:
     for col in ("hook", "changed", "in", "out", "ms"):
         hooks.add_column(col)
     for h in trace.hooks:
-        hooks.add_row(h.hook, "yes" if h.changed else "no", h.digest_in[:12], h.digest_out[:12], f"{h.seconds * 1000:.1f}")
+        hooks.add_row(h.hook, "yes" if h.changed else "no", (h.digest_in or "unaudited")[:12], h.digest_out[:12], f"{h.seconds * 1000:.1f}")
     show(console, hooks)
     console.print(f"cache hit: {trace.cache_hit}; timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in trace.timings.items()))
 
@@ -177,9 +181,10 @@ def models(
                "installed": is_installed(spec), "size_mb": round(spec.size / 1e6, 1),
                "license": spec.license, "install": spec.install_command}
         if bench and row["installed"]:
-            from ragleak.rag.speed import measure_speed
+            from ragleak.rag.speed import measure_speed, save_speed
 
             row["speed"] = measure_speed(spec.name, n_threads=threads)
+            save_speed(spec.name, row["speed"])  # the grid's --dry-run reads it for its ETA
         rows.append(row)
 
     def render(rs):

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from ragleak.config import validation_message
 from ragleak.errors import ConfigError
 
 console = Console(stderr=True)
@@ -30,10 +31,17 @@ def grid_command(
     fail_if: Optional[list[str]] = typer.Option(None, "--fail-if", help='a CI gate "METRIC OP NUMBER", e.g. '
                                                 '"pii_leaks>0" (repeatable): after the run, write the report (SARIF, '
                                                 "JUnit) and exit 1 when a measured cell trips it or none has the reading"),
+    audit: Optional[str] = typer.Option(
+        None, "--audit", help="reference generations for defenses that replace generate: sample (default: those "
+                              "already cached + a share of prompts) | all | off (cached only); changes the trace, "
+                              "never a metric; each cell record states it"),
+    audit_fraction: Optional[float] = typer.Option(None, "--audit-fraction",
+                                                   help="share of prompts --audit sample generates (default 0.1)"),
 ) -> None:
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.files import check_output_dir
-    from ragleak.grid.runner import plan_summary, run_grid
+    from ragleak.grid.plan import plan_summary
+    from ragleak.grid.runner import run_grid
     from ragleak.grid.spec import budget_lines, load_grid_config
     from ragleak.grid.spec import preset as load_preset
 
@@ -45,6 +53,9 @@ def grid_command(
     if not dry_run and out is None:
         raise ConfigError("--out is required unless --dry-run")
     grid = load_preset(preset) if preset else load_grid_config(config)
+    overrides = {k: v for k, v in (("audit", audit), ("audit_fraction", audit_fraction)) if v is not None}
+    if overrides:
+        grid = grid_with(grid, overrides)
     # validate, then run: every name resolved, every parameter model built and every corpus
     # digested before the run folder exists, so a bad config writes nothing
     cells = grid.expand()
@@ -59,6 +70,15 @@ def grid_command(
                 console.print(line, highlight=False)
             console.print(f"{plan['cells']} cells; {plan['distinct_generation_streams']} distinct generation "
                           f"streams ({plan['shared_by_cache']} cells share another's generations via the cache)")
+            for kind, row in plan["by_kind"].items():
+                console.print(f"  {kind}: {row['cells']} cells, {row['streams']} streams", highlight=False)
+            console.print(f"about {plan['queries']} target queries, {plan['model_calls']} model calls, "
+                          f"{plan['generations']} generations' worth of decoding (audit {plan['audit']['mode']})")
+            if plan["eta_s"] is None:
+                console.print(f"ETA: unknown ({plan['eta_basis']['hint']})")
+            else:
+                console.print(f"ETA on one worker: {plan['eta_s'] / 3600:.1f} h (upper bound: every answer "
+                              f"decoded to max_tokens), at {plan['eta_basis']['rates']}", highlight=False)
         return
     check_output_dir(out)
 
@@ -87,3 +107,13 @@ def grid_command(
                           soft_wrap=True)
         if any(g["failed"] for g in outcomes):
             raise typer.Exit(1)
+
+
+def grid_with(grid, overrides: dict):
+    """``grid`` with command-line settings applied, validated as the YAML would be."""
+    from pydantic import ValidationError
+
+    try:
+        return type(grid).model_validate({**grid.model_dump(mode="json"), **overrides})
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, "grid options")) from exc

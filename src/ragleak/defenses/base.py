@@ -80,6 +80,11 @@ class Defense:
     def postprocess(self, query: str, answer: str, passages: list[Passage]) -> str:
         return answer
 
+    def generation_cost(self) -> float:
+        """Plain generations' worth of decoding one query costs, for the dry-run's ETA: 1 for the
+        plain generator; a voting defense decodes its voters' sequences and a public one."""
+        return 1.0
+
     def guarantee(self) -> Guarantee:
         """The privacy guarantee this defense claims, in three slots. The baseline claims none."""
         return Guarantee(notes="no defense: no formal guarantee")

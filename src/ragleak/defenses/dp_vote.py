@@ -124,6 +124,9 @@ class DPVote(Defense):
         self.last_release = {"tokens": len(tokens), "private_releases": releaser.private_releases}
         return decoder.detokenize(tokens).strip()
 
+    def generation_cost(self) -> float:
+        return float(self.params.voters + 1)  # the voters' sequences and the public one, decoded together
+
     def guarantee(self) -> Guarantee:
         p = self.params
         if p.variant == "vote":

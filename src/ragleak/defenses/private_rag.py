@@ -120,6 +120,9 @@ class PrivateRAG(Defense):
         return {"log": [entry.model_dump(mode="json") for entry in self.log],
                 "retired": len(self.filter.retired()), "truncated_queries": self.truncated_queries}
 
+    def generation_cost(self) -> float:
+        return float(self.params.voters + 1)  # the voters' sequences and the public one, decoded together
+
     def guarantee(self) -> Guarantee:
         p = self.params
         pool = self.corpus.assumption()

@@ -32,10 +32,11 @@ from ragleak.defenses import defense_class
 from ragleak.defenses.base import Defense
 from ragleak.errors import ConfigError, CorpusError
 from ragleak.files import sha256_file
-from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE, CellSpec
+from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE, CellSpec, GridConfig
 from ragleak.grid.store import CellRecord, QueryCounts, RunStore
 from ragleak.metrics.base import MetricContext
 from ragleak.metrics.compute import compute_metrics
+from ragleak.rag.pipeline import AuditPolicy
 from ragleak.rag.target import PipelineTarget, Target, target_from_config
 from ragleak.records import Passage, digest
 from ragleak.stack import Stack
@@ -61,10 +62,12 @@ def cell_stack(spec: CellSpec, run_dir: str | Path) -> Stack:
     return Stack(config, cache_path=Path(run_dir) / "generations.sqlite")
 
 
-def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
+def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None) -> CellRecord:
     """Run ``spec`` and write its record (ok, partial, failed or error) into ``run_dir``; never
-    raises for a cell failure."""
+    raises for a cell failure. ``audit``: the reference-generation policy (the run plan's when None)."""
     from ragleak.attacks import ATTACKS
+
+    audit = audit or audit_policy(run_dir)
 
     store = RunStore(Path(run_dir))
     t0 = time.perf_counter()
@@ -77,19 +80,21 @@ def execute_cell(spec: CellSpec, run_dir: str) -> CellRecord:
             raise CorpusError(f"corpus {spec.corpus!r} changed since the grid was planned; run the grid again")
         defense = _defense(spec)
         ctx = stack.context(spec.seed)
+        pipeline = None
         if spec.is_endpoint:
             target, passages, view = _endpoint_parts(spec, documents)
         else:
             indexed, view = attack.prepare_corpus(documents, spec.seed)
-            index = stack.index(indexed)
-            target, passages = PipelineTarget(stack.pipeline(index, defense, ctx)), index.passages
+            index = stack.index(indexed, store=Path(run_dir) / "indexes")  # built once per run, loaded by every worker
+            pipeline = stack.pipeline(index, defense, ctx, audit=audit)
+            target, passages = PipelineTarget(pipeline), index.passages
         t_setup = time.perf_counter() - t0
         transcript = attack.run(target, ctx, budget=spec.budget, corpus_view=view, mode=spec.mode)
         text = transcript.to_json()
         store.write_transcript(spec.cell_id, text)
         record = measured_record(spec, transcript, MetricContext(passages, stack, spec.seed), defense,
                                  min_answered_share(run_dir), transcript_digest=digest(text))
-        record = record.model_copy(update={"timings": {
+        record = record.model_copy(update={"audit": audit_record(audit, pipeline), "timings": {
             "setup_s": round(t_setup, 3), "total_s": round(time.perf_counter() - t0, 3),
             "generation_s": round(sum(q.trace.timings.get("generate", 0.0) for q in transcript.queries
                                       if q.trace is not None), 3)}})
@@ -116,16 +121,40 @@ def _endpoint_parts(spec: CellSpec, documents) -> tuple[Target, list[Passage], C
     return target_from_config(spec.target), passages, view  # type: ignore[arg-type]
 
 
-def min_answered_share(run_dir: str | Path) -> float:
-    """The run's ``GridConfig.min_answered_share`` from its plan (the default without one), so a
-    resumed run judges its cells by the threshold it started with."""
+def _planned(run_dir: str | Path, read, default):
+    """``read(config)`` of the run plan's grid config, or ``default`` without a plan."""
     plan = Path(run_dir) / "plan.json"
     if plan.exists():
         try:
-            return float(json.loads(plan.read_text(encoding="utf-8"))["config"]["min_answered_share"])
+            return read(json.loads(plan.read_text(encoding="utf-8"))["config"])
         except (ValueError, KeyError, TypeError):
             pass  # a plan written before the field existed, or unreadable: the store reports the latter
-    return DEFAULT_MIN_ANSWERED_SHARE
+    return default
+
+
+def min_answered_share(run_dir: str | Path) -> float:
+    """The run's ``GridConfig.min_answered_share`` from its plan (the default without one), so a
+    resumed run judges its cells by the threshold it started with."""
+    return _planned(run_dir, lambda c: float(c["min_answered_share"]), DEFAULT_MIN_ANSWERED_SHARE)
+
+
+def audit_policy(run_dir: str | Path) -> AuditPolicy:
+    """The run plan's audit policy (the grid default without one)."""
+    fields = GridConfig.model_fields
+    fallback = AuditPolicy(fields["audit"].default, fields["audit_fraction"].default)
+    return _planned(run_dir, lambda c: AuditPolicy(c["audit"], float(c["audit_fraction"])), fallback)
+
+
+def audit_record(policy: AuditPolicy, pipeline) -> dict:
+    """What the cell record says about the audit: the policy, and the generate hook's references
+    (generated, found in the cache, skipped) with the share of its calls that were audited. An
+    endpoint cell (no pipeline of ours) has no hooks to audit: empty."""
+    if pipeline is None:
+        return {}
+    counts = pipeline.audit_counts.as_dict()
+    calls = sum(counts.values())
+    return {"mode": policy.mode, "fraction": policy.fraction, "references": counts,
+            "audited_share": round((counts["generated"] + counts["cached"]) / calls, 4) if calls else None}
 
 
 def measured_record(spec: CellSpec, transcript: Transcript, context: MetricContext, defense: Defense | None,
@@ -158,8 +187,11 @@ def _hook_summary(transcript) -> dict[str, dict[str, int]]:
             continue
         for h in q.trace.hooks:
             row = summary.setdefault(h.hook, {"changed": 0, "calls": 0, "reordered": 0, "releases": 0})
-            row["calls"] += 1
-            row["changed"] += int(h.changed)
-            row["reordered"] += int(h.order_only)
             row["releases"] += int(h.releases_context)
+            if h.audited:
+                row["calls"] += 1
+                row["changed"] += int(h.changed)
+                row["reordered"] += int(h.order_only)
+            else:  # only where the audit policy skipped a reference generation
+                row["unaudited"] = row.get("unaudited", 0) + 1
     return summary

@@ -3,7 +3,8 @@
 The coordinator never writes cell records itself; each worker writes the record of the cell it
 ran (``cell.execute_cell``). So killing the coordinator, a worker or the whole process group at
 any moment loses at most the cells in flight, and the next run picks up exactly the cells whose
-record is missing.
+record is missing. Cells are handed out stream by stream (``grid.schedule``): twins that share
+a stream's generations run after its first cell, never beside it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from typing import Callable, Literal
 from ragleak.errors import ConfigError
 from ragleak.grid.cell import execute_cell
 from ragleak.grid.lock import RunLock
+from ragleak.grid.plan import Estimator
+from ragleak.grid.schedule import ChainDispatcher, stream_chains
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.store import CellRecord, RunStore
 from ragleak.rag.cache import GenerationCache, move_cache_aside
+from ragleak.rag.pipeline import AuditPolicy
 
 log = logging.getLogger(__name__)
 
@@ -110,34 +114,42 @@ def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executo
     if progress:
         progress(state)
     workers = max(1, workers or os.cpu_count() or 1)
+    audit = config.audit_policy()
+    chains = stream_chains(todo, Estimator(config.audit, config.audit_fraction))
     # a finished grid starts no executor (a Ray cluster takes seconds to come up)
     if todo and executor == "local":
-        _run_local(todo, str(out), workers, state, progress)
+        _run_local(chains, str(out), workers, state, progress, audit)
     elif todo:
-        _run_ray(todo, str(out), workers, address, state, progress)
+        _run_ray(chains, str(out), workers, address, state, progress, audit)
     store.write_cells_jsonl()
     return state
 
 
-def _run_local(todo: list[CellSpec], run_dir: str, workers: int, state: Progress, progress) -> None:
-    if workers == 1 or len(todo) <= 1:
+def _run_local(chains: list[list[CellSpec]], run_dir: str, workers: int, state: Progress, progress,
+               audit: AuditPolicy) -> None:
+    if workers == 1 or sum(map(len, chains)) <= 1:
         _init_worker()
-        for spec in todo:
-            state.add(execute_cell(spec, run_dir))
+        for spec in (cell for chain in chains for cell in chain):
+            state.add(execute_cell(spec, run_dir, audit))
             if progress:
                 progress(state)
         return
+    dispatch = ChainDispatcher(chains, workers)
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
-        pending = {pool.submit(execute_cell, spec, run_dir) for spec in todo}
+        pending = {pool.submit(execute_cell, spec, run_dir, audit): spec for spec in dispatch.start()}
         while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
+                nxt = dispatch.finished(pending.pop(fut))
+                if nxt is not None:
+                    pending[pool.submit(execute_cell, nxt, run_dir, audit)] = nxt
                 state.add(fut.result())
                 if progress:
                     progress(state)
 
 
-def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | None, state: Progress, progress) -> None:
+def _run_ray(chains: list[list[CellSpec]], run_dir: str, workers: int, address: str | None, state: Progress,
+             progress, audit: AuditPolicy) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -149,35 +161,17 @@ def _run_ray(todo: list[CellSpec], run_dir: str, workers: int, address: str | No
                  log_to_driver=False, runtime_env={"env_vars": {"RAGLEAK_THREADS": "1"}})
     try:
         remote = ray.remote(num_cpus=1)(execute_cell)
-        pending = [remote.remote(spec, run_dir) for spec in todo]
+        dispatch = ChainDispatcher(chains, workers)
+        pending = {remote.remote(spec, run_dir, audit): spec for spec in dispatch.start()}
         while pending:
-            finished, pending = ray.wait(pending, num_returns=1)
+            finished, _ = ray.wait(list(pending), num_returns=1)
             for ref in finished:
+                nxt = dispatch.finished(pending.pop(ref))
+                if nxt is not None:
+                    pending[remote.remote(nxt, run_dir, audit)] = nxt
                 state.add(ray.get(ref))
                 if progress:
                     progress(state)
     finally:
         if started_here:
             ray.shutdown()
-
-
-def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dict:
-    """What a dry run prints: the cells, and how many distinct generation streams they need.
-
-    Two cells share every generation when they send the same queries through the same
-    generation path: same attack, corpus, mode, seed, budget and stack, and either the same
-    defense, or defenses that act only after generation (``postprocess``), whose generations
-    are the baseline's. Epsilon matters only where it reaches the defense (``CellSpec.applied_epsilon``).
-    """
-    from ragleak.defenses import defense_class
-
-    cells = config.expand() if cells is None else cells
-    streams = set()
-    for c in cells:
-        hooks = set(defense_class(c.defense).hooks)  # resolved by expand: every name is known
-        eps = c.applied_epsilon
-        path = "baseline" if hooks <= {"postprocess"} else (c.defense, tuple(sorted(c.defense_params.items())))
-        streams.add((c.attack, c.corpus, c.mode, c.seed, c.budget, repr(c.stack), repr(c.attack_params),
-                     repr(c.corpus_params), path, eps))
-    return {"cells": len(cells), "distinct_generation_streams": len(streams),
-            "shared_by_cache": len(cells) - len(streams), "plan": [c.label for c in cells]}

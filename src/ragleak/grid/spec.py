@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragleak.config import StackConfig, TargetConfig, load_yaml_model, validation_message
 from ragleak.attacks.base import SessionMode
 from ragleak.errors import ConfigError
+from ragleak.rag.pipeline import DEFAULT_AUDIT_FRACTION, AuditMode, AuditPolicy
 from ragleak.records import digest
 
 #: A cell where fewer than this share of queries got a response is ``failed`` (grid.store).
@@ -122,6 +123,16 @@ class GridConfig(BaseModel):
     min_answered_share: float = Field(
         default=DEFAULT_MIN_ANSWERED_SHARE, ge=0.0, le=1.0,
         description="a cell where fewer than this share of queries got a response is 'failed', never 'ok'")
+    # Not part of the cell id: the audit's reference generation changes a cell's trace (the
+    # generate hook's audited calls), never its answers or metrics; each record states the policy
+    # it ran under and how many references it generated, found cached or skipped.
+    audit: AuditMode = Field(
+        default="sample", description="reference generations of defenses that replace generate: all | sample | off")
+    audit_fraction: float = Field(default=DEFAULT_AUDIT_FRACTION, ge=0.0, le=1.0,
+                                  description="share of prompts `sample` generates a reference for")
+
+    def audit_policy(self) -> AuditPolicy:
+        return AuditPolicy(self.audit, self.audit_fraction)
 
     @field_validator("epsilons")
     @classmethod

@@ -81,7 +81,11 @@ class CellRecord(BaseModel):
     counts: QueryCounts | None = Field(default=None, description="the attack's queries (None: the cell failed)")
     transcript_digest: str | None = None
     release_digest: str | None = Field(default=None, description="Transcript.release_digest: the dedup fingerprint")
-    hook_summary: dict[str, dict[str, int]] = Field(default_factory=dict, description="hook -> {changed, calls}")
+    hook_summary: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="hook -> {changed, calls (audited)} (+ unaudited, where the audit skipped some)")
+    audit: dict[str, Any] = Field(
+        default_factory=dict, description="the audit policy the cell ran under and its generate-hook references "
+                                          "(mode, fraction, references {generated, cached, skipped}, audited_share)")
     guarantee: dict[str, Any] = Field(default_factory=dict)
     defense_state: dict[str, Any] = Field(default_factory=dict, description="what the defense did (private-rag: U(t) log)")
     model_calls: int = 0

@@ -225,16 +225,27 @@ class CachedGenerator:
             self.misses += 1
             return self.inner.generate(messages, p)
         prompt = self.render(messages)
-        key = cache_key(self.model_id, p, prompt)
-        hit, repaired = self.cache.read(key)
-        self.repairs += repaired
+        hit = self._lookup(prompt, p)
         if hit is not None:
-            self.hits += 1
-            return hit.model_copy(update={"cached": True})
+            return hit
         self.misses += 1
         generation = self.inner.generate(messages, p)
-        self.cache.put(key, self.model_id, p, prompt, generation)
+        self.cache.put(cache_key(self.model_id, p, prompt), self.model_id, p, prompt, generation)
         return generation
+
+    def _lookup(self, prompt: str, params: DecodingParams) -> Generation | None:
+        hit, repaired = self.cache.read(cache_key(self.model_id, params, prompt))
+        self.repairs += repaired
+        if hit is None:
+            return None
+        self.hits += 1
+        return hit.model_copy(update={"cached": True})
+
+    def cached(self, messages: Sequence[ChatMessage], params: DecodingParams | None = None) -> Generation | None:
+        """The cached generation of ``messages`` (a hit), or None; never runs the model."""
+        if self.cache is None:
+            return None
+        return self._lookup(self.render(messages), params or self.params)
 
     def next_token_logprobs(self, prompt: str) -> np.ndarray:
         return self.inner.next_token_logprobs(prompt)

@@ -57,11 +57,16 @@ class MiniLMOnnxEmbedder(PackagedOnnxModel):
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        out = []
+        # Each batch is padded to its longest row, so batching texts of similar length wastes
+        # far less compute on padding; a row's vector does not depend on its batch-mates (the
+        # attention mask hides the padding), so the order only changes the cost.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         with self._lock:
             for start in range(0, len(texts), self.batch_size):
-                out.append(self._encode_batch(texts[start : start + self.batch_size]))
-        return np.concatenate(out, axis=0)
+                rows = order[start : start + self.batch_size]
+                out[rows] = self._encode_batch([texts[i] for i in rows])
+        return out
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
@@ -74,6 +79,26 @@ class MiniLMOnnxEmbedder(PackagedOnnxModel):
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+class RememberingEncoder:
+    """``encode`` that embeds each distinct text once and then serves its remembered row: for an
+    attack comparing against a growing history (IKEA), and for passages that several indexes of
+    one process share (MI's knowledge base is part of the corpus other cells index). The rows are
+    the embedder's own: a row does not depend on its batch-mates."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._rows: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        new = [t for t in dict.fromkeys(texts) if t not in self._rows]
+        if new:
+            self._rows.update(zip(new, self.embedder.encode(new)))
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.stack([self._rows[t] for t in texts])
 
 
 def _locate(module: str, pin: str, relative: str, sha256: str) -> Path:

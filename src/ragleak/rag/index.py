@@ -14,6 +14,8 @@ crash leaves either the old index or the new one, never a half-written mix.
 
 from __future__ import annotations
 
+import io
+import logging
 import json
 import os
 import shutil
@@ -28,8 +30,10 @@ from pydantic import ValidationError
 
 from ragleak.errors import IndexStoreError
 from ragleak.rag.embedder import Embedder
-from ragleak.files import sha256_file
+from ragleak.files import atomic_write_bytes, atomic_write_text, sha256_file
 from ragleak.records import Passage, Scored
+
+log = logging.getLogger(__name__)
 
 INDEX_SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -39,6 +43,8 @@ EMBED_SLICE = 256  # passages embedded between two progress reports (a second or
 
 #: ``progress(done, total)``: passages embedded so far, of how many (the CLI draws a bar from it)
 Progress = Callable[[int, int], None]
+#: ``encode(texts) -> rows``: the same vectors as the index's embedder (a remembering one, say)
+Encode = Callable[[Sequence[str]], np.ndarray]
 
 
 def _pin_faiss_threads() -> None:
@@ -67,14 +73,26 @@ class PassageIndex:
     # -- building -------------------------------------------------------------------------
     @classmethod
     def build(cls, passages: Sequence[Passage], embedder: Embedder, metadata: dict | None = None,
-              progress: Progress | None = None) -> "PassageIndex":
+              progress: Progress | None = None, encode: Encode | None = None,
+              work_dir: Path | None = None) -> "PassageIndex":
+        """An index over ``passages``. With ``work_dir`` the vectors are kept there slice by slice
+        as they are embedded (each slice written atomically), so a build killed part-way resumes
+        at its first missing slice; the caller removes ``work_dir`` once the index is saved."""
         index = cls(embedder, metadata)
-        index.add(passages, progress)
+        if work_dir is None:
+            index.add(passages, progress, encode)
+        else:
+            slices = _SliceStore(Path(work_dir), passages, embedder)
+            index.add(passages, progress, encode, slices)
         return index
 
-    def add(self, passages: Sequence[Passage], progress: Progress | None = None) -> None:
+    def add(self, passages: Sequence[Passage], progress: Progress | None = None, encode: Encode | None = None,
+            slices: "_SliceStore | None" = None) -> None:
         """Embed and add ``passages``, in slices of ``EMBED_SLICE``; ``progress(done, total)`` is
-        called after each slice (and once with ``(0, total)`` before the first)."""
+        called after each slice (and once with ``(0, total)`` before the first). ``encode``: how
+        to embed the passages (default: the index's embedder; queries always use that one);
+        ``slices``: where finished slices are kept and found again (``build``'s ``work_dir``)."""
+        encode = encode or self.embedder.encode
         passages = list(passages)
         seen = set(self._by_passage_id)
         for p in passages:
@@ -87,7 +105,13 @@ class PassageIndex:
             progress(0, len(passages))
         parts = []
         for start in range(0, len(passages), EMBED_SLICE):
-            parts.append(self.embedder.encode([p.text for p in passages[start : start + EMBED_SLICE]]))
+            texts = [p.text for p in passages[start : start + EMBED_SLICE]]
+            rows = slices.get(start, len(texts)) if slices is not None else None
+            if rows is None:
+                rows = encode(texts)
+                if slices is not None:
+                    slices.put(start, rows)
+            parts.append(rows)
             if progress is not None:
                 progress(min(start + EMBED_SLICE, len(passages)), len(passages))
         vectors = np.concatenate(parts, axis=0)
@@ -283,6 +307,56 @@ def member_file(directory: Path, name: object) -> Path:
     if not stat.S_ISREG(mode):
         raise IndexStoreError(f"corrupt index {directory}: {name} is not a regular file; rebuild it")
     return path
+
+
+class _SliceStore:
+    """Embedded slices of one build, one ``.npy`` per slice under ``directory``. The folder is
+    stamped with the digest of the passages and the embedder (cleared when the stamp differs),
+    and each slice's name starts with it, so slices of another build are never mixed in. Keeping
+    slices only saves work: a file error disables it (with a warning), never the build."""
+
+    def __init__(self, directory: Path, passages: Sequence[Passage], embedder: Embedder) -> None:
+        import hashlib
+
+        self.directory = directory
+        self.dim = embedder.dim
+        h = hashlib.sha256(f"{embedder.name}/{embedder.dim}/{EMBED_SLICE}".encode())
+        for p in passages:
+            h.update(json.dumps([p.id, p.text]).encode("utf-8"))
+        stamp, expected = directory / "build.sha256", h.hexdigest()
+        self.build = expected[:16]  # in every slice's name too: a slice of another build is never read
+        self.enabled = True
+        try:  # best effort: two workers may build the same index at once, and one cleans up first
+            if stamp.exists() and stamp.read_text(encoding="utf-8") != expected:
+                shutil.rmtree(directory)
+            directory.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(stamp, expected)
+        except OSError as exc:
+            log.warning("not keeping embedded slices in %s (%s): a killed build starts over", directory, exc)
+            self.enabled = False
+
+    def _path(self, start: int) -> Path:
+        return self.directory / f"{self.build}-{start:010d}.npy"
+
+    def get(self, start: int, rows: int) -> np.ndarray | None:
+        path = self._path(start)
+        if not self.enabled or not path.exists():
+            return None
+        try:
+            vectors = np.load(path, allow_pickle=False)
+        except (OSError, ValueError):
+            return None  # a torn or foreign file: embed the slice again
+        return vectors if vectors.shape == (rows, self.dim) and vectors.dtype == np.float32 else None
+
+    def put(self, start: int, vectors: np.ndarray) -> None:
+        if not self.enabled:
+            return
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(vectors, dtype=np.float32), allow_pickle=False)
+        try:
+            atomic_write_bytes(self._path(start), buffer.getvalue())
+        except OSError as exc:  # only the resume is lost (a full disk; a twin worker finished and cleaned up)
+            log.warning("could not keep embedded slice %d in %s: %s", start, self.directory, exc)
 
 
 def _swap_into_place(staging: Path, directory: Path) -> None:

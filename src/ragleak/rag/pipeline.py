@@ -8,13 +8,20 @@ settings the generator had before the defense ran; when a defense replaces ``gen
 pipeline computes that reference first (through the cache, so a baseline run that already made
 it costs nothing) - otherwise the audit could not tell a generation defense that acts from one
 that only claims to. Text hooks whose output carries a retrieved passage verbatim are flagged.
+
+That reference is a full plain generation per query, most of the cost of a private-rag or
+dp-vote query, so ``AuditPolicy`` says when to pay for it: ``all`` (every query), ``sample``
+(a reference already in the cache, plus a fixed share of prompts chosen by their hash, plus the
+pipeline's first) or ``off`` (only references already in the cache). An unaudited call's hook
+record has ``digest_in`` None. The answer never depends on the policy, only the trace does.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from ragleak.context import RunContext
 from ragleak.defenses.base import Defense
@@ -22,6 +29,43 @@ from ragleak.rag.generator import Generator
 from ragleak.rag.index import PassageIndex
 from ragleak.rag.prompt import DEFAULT_SYSTEM_PROMPT, build_rag_messages
 from ragleak.records import HookRecord, Passage, RetrievedItem, Scored, Trace, Turn, digest
+
+
+AuditMode = Literal["all", "sample", "off"]
+AUDIT_MODES: tuple[AuditMode, ...] = ("all", "sample", "off")
+DEFAULT_AUDIT_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class AuditPolicy:
+    """Which queries of a defense that replaces ``generate`` get the plain reference generation."""
+
+    mode: AuditMode = "all"
+    fraction: float = DEFAULT_AUDIT_FRACTION  # the share of prompts ``sample`` generates for
+
+    def __post_init__(self) -> None:
+        if self.mode not in AUDIT_MODES:
+            raise ValueError(f"unknown audit mode {self.mode!r}; use {' | '.join(AUDIT_MODES)}")
+        if not 0.0 <= self.fraction <= 1.0:
+            raise ValueError(f"audit fraction must be in [0, 1], got {self.fraction}")
+
+    def samples(self, prompt: str) -> bool:
+        """Whether ``sample`` generates the reference for ``prompt``: by the prompt's hash, so the
+        choice is the same in every cell that sends that prompt (epsilon twins, reruns), and
+        a reference one cell made is a cache hit in the others."""
+        return int(digest(prompt)[:13], 16) < self.fraction * 16 ** 13
+
+
+@dataclass
+class AuditCounts:
+    """References of the generate hook: generated, found in the cache, or skipped (unaudited)."""
+
+    generated: int = 0
+    cached: int = 0
+    skipped: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"generated": self.generated, "cached": self.cached, "skipped": self.skipped}
 
 
 @dataclass(frozen=True)
@@ -95,6 +139,7 @@ class RAGPipeline:
         candidate_k: int = 20,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         ctx: RunContext | None = None,
+        audit: AuditPolicy | None = None,
     ) -> None:
         self.index = index
         self.generator = generator
@@ -103,6 +148,8 @@ class RAGPipeline:
         self.candidate_k = max(candidate_k, top_k)
         self.system_prompt = system_prompt
         self.ctx = ctx or RunContext()
+        self.audit = audit or AuditPolicy()
+        self.audit_counts = AuditCounts()
         self._prepared = False
         # the generator's settings before any defense code ran (prepare included): the generate
         # hook's reference is computed on these
@@ -158,7 +205,7 @@ class RAGPipeline:
         if defense.overrides("generate"):
             # the reference comes first, on the settings snapshotted before the defense ever ran:
             # a hook that changes the generator's settings must not change its own reference
-            reference = self.generator.generate(copy.deepcopy(messages), params=self._reference_params).text
+            reference = self._reference(copy.deepcopy(messages), prompt)
             t = time.perf_counter()
             draft = defense.generate(list(messages), list(context), self.generator)
             seconds = time.perf_counter() - t
@@ -167,9 +214,13 @@ class RAGPipeline:
             draft = reference = self.generator.generate(messages).text
             seconds = time.perf_counter() - t
         timings["generate"] = seconds
-        hooks.append(HookRecord(hook="generate", digest_in=digest(reference), digest_out=digest(draft),
-                                content_in=_text_content(reference), content_out=_text_content(draft),
-                                released=released_passages(draft, context, reference), seconds=seconds))
+        audited = reference is not None
+        hooks.append(HookRecord(hook="generate", digest_in=digest(reference) if audited else None,
+                                digest_out=digest(draft),
+                                content_in=_text_content(reference) if audited else None,
+                                content_out=_text_content(draft),
+                                released=released_passages(draft, context, reference) if audited else [],
+                                seconds=seconds))
 
         t = time.perf_counter()
         answer = defense.postprocess(query, draft, list(context))
@@ -195,3 +246,24 @@ class RAGPipeline:
             timings=timings,
         )
         return Response(answer=answer, trace=trace)
+
+    def _reference(self, messages, prompt: str) -> str | None:
+        """The plain generation the audit compares a ``generate`` hook with, or None where the
+        audit policy skips it."""
+        counts, policy = self.audit_counts, self.audit
+        if policy.mode != "all":
+            lookup = getattr(self.generator, "cached", None)
+            found = lookup(messages, params=self._reference_params) if lookup is not None else None
+            if found is not None:
+                counts.cached += 1
+                return found.text
+            first = counts.generated + counts.cached == 0
+            if policy.mode == "off" or not (first or policy.samples(prompt)):
+                counts.skipped += 1
+                return None
+        generation = self.generator.generate(messages, params=self._reference_params)
+        if generation.cached:
+            counts.cached += 1
+        else:
+            counts.generated += 1
+        return generation.text

@@ -1,8 +1,15 @@
-"""Measure a model's prefill and decode speed on this machine (for `ragleak models --bench`)."""
+"""Measure a model's prefill and decode speed on this machine (for `ragleak models --bench`), and
+keep the last measurement per model and thread count in ``RAGLEAK_HOME/speed.json``, where the
+grid's dry-run reads it for its ETA."""
 
 from __future__ import annotations
 
+import json
 import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ragleak.files import atomic_write_text, ragleak_home
 
 from ragleak.rag.generator import DecodingParams, LlamaCppGenerator
 from ragleak.rag.prompt import ChatMessage
@@ -44,3 +51,32 @@ def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int =
         "decode_tokens": out.completion_tokens,
         "decode_tok_s": round(max(out.completion_tokens - 1, 1) / decode_s, 1),
     }
+
+
+def speed_file() -> Path:
+    return ragleak_home() / "speed.json"
+
+
+def _stored() -> dict:
+    try:
+        data = json.loads(speed_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_speed(model: str, measured: dict) -> None:
+    """Keep ``measured`` (a ``measure_speed`` result) as this machine's rate for ``model``."""
+    data = _stored()
+    stamped = {**measured, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    data.setdefault(model, {})[str(measured["threads"])] = stamped
+    speed_file().parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(speed_file(), json.dumps(data, indent=2, sort_keys=True))
+
+
+def stored_speed(model: str, n_threads: int = 1) -> dict | None:
+    """The last measured rates of ``model`` at ``n_threads`` on this machine, or None."""
+    row = _stored().get(model, {}).get(str(n_threads))
+    ok = isinstance(row, dict) and all(isinstance(row.get(k), (int, float)) and row[k] > 0
+                                       for k in ("prefill_tok_s", "decode_tok_s"))
+    return row if ok else None

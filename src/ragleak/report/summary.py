@@ -149,12 +149,12 @@ def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any
             log.warning("cannot audit defense %s: %s", name, exc)
             continue
         totals: dict[str, dict[str, int]] = defaultdict(lambda: {"changed": 0, "calls": 0, "reordered": 0,
-                                                                 "releases": 0})
+                                                                 "releases": 0, "unaudited": 0})
         for r in records:
             if r.spec.defense == name:
                 for hook, row in r.hook_summary.items():
                     for key in totals[hook]:
-                        totals[hook][key] += row.get(key, 0)  # records before the honest trace lack two keys
+                        totals[hook][key] += row.get(key, 0)  # older records lack the later keys
         activity[name] = {hook: HookActivity(defense=name, hook=hook, **row) for hook, row in totals.items()}
     audited = {inv.defense for inv in inventories}
     readings = [MetricReading(defense=d["defense"], metric=d["metric"], delta=d["delta"], low=d["low"], high=d["high"])

@@ -30,7 +30,8 @@ from ragleak.attacks.asymmetry.probe import Observation, observe
 from ragleak.attacks.asymmetry.query import Q2_DEFAULT, StandardLLM, make_q1, make_query
 from ragleak.attacks.asymmetry.refine import initial_q1s, run_refinement
 from ragleak.attacks.asymmetry.scoring import SentenceScore
-from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession, Transcript
+from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
+                                  StreamShape, Transcript)
 from ragleak.context import RunContext
 from ragleak.nlp.nli import NLIModel
 from ragleak.rag.embedder import Embedder
@@ -78,6 +79,10 @@ class KnowledgeAsymmetryAttack(Attack):
 
     def _threshold(self, classifier: AsymmetryClassifier | None) -> float:
         return 0.5 if classifier is not None else (1.0 - self.params.score_threshold) / 2.0
+
+    def stream_shape(self, mode: SessionMode) -> StreamShape:
+        # the standard LLM answers every query without retrieval (the refinement is adaptive)
+        return super().stream_shape(mode)._replace(attacker_calls_per_query=1.0)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p: AsymmetryParams = self.params  # type: ignore[assignment]

@@ -1,0 +1,99 @@
+"""The dry-run plan counts generation streams as the cache will share them (expected counts
+derived by hand in each test), the model calls they make and an ETA from stored rates."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragleak.grid.plan import plan_summary
+from ragleak.grid.spec import GridConfig
+from ragleak.rag.speed import save_speed, stored_speed
+
+CORPUS = {"corpora": ["synthetic-corp"], "corpus_params": {"synthetic-corp": {"n_docs": 12}}}
+
+
+def test_fixed_query_attacks_share_with_the_baseline_only_in_single_prompts_and_pm_ignores_the_mode():
+    config = GridConfig(attacks=["ps", "pm"], defenses=["none", "pad", "dp-retrieval"], modes=["single", "multi"],
+                        epsilons=[1.0, 5.0], budget=2, **CORPUS)
+    plan = plan_summary(config)
+    # ps single: none and pad (postprocess only) share one baseline stream across both epsilons;
+    #            dp-retrieval one per epsilon                                    -> 3 streams, 6 cells
+    # ps multi:  the history carries the defended answers: none 1, pad 1, dp 2   -> 4 streams, 6 cells
+    # pm: its own conversations (answers carried; the grid's mode never reaches them), so single and
+    #     multi coincide: none 1, pad 1, dp-retrieval 2                          -> 4 streams, 12 cells
+    assert plan["cells"] == 24
+    assert plan["distinct_generation_streams"] == 11 and plan["shared_by_cache"] == 13
+    assert plan["by_kind"] == {"fixed/single": {"cells": 6, "streams": 3},
+                               "fixed/multi": {"cells": 18, "streams": 8}}
+    assert plan["queries"] == 11 * 2 and plan["model_calls"] == 22  # one generation per query, no agent
+
+
+def test_adaptive_attacks_never_share_with_the_baseline():
+    config = GridConfig(attacks=["ikea"], defenses=["none", "pad"], epsilons=[1.0, 5.0], budget=2, **CORPUS)
+    plan = plan_summary(config)
+    # the answers choose the next query, so pad's answers make its own stream; epsilon is inert for both
+    assert (plan["cells"], plan["distinct_generation_streams"]) == (4, 2)
+    assert plan["by_kind"] == {"adaptive/single": {"cells": 4, "streams": 2}}
+    assert plan["model_calls"] == 2 * 2 * (1 + 2)  # per query: the target, then IKEA's two attacker calls
+
+
+@pytest.mark.parametrize("audit,calls", [("all", 3 + 2 * 3), ("sample", 4), ("off", 3)])
+def test_model_calls_and_decoding_work_follow_the_audit_policy(audit, calls):
+    config = GridConfig(attacks=["ps"], defenses=["none", "private-rag"], epsilons=[1.0, 5.0], budget=3,
+                        defense_params={"private-rag": {"voters": 4}}, audit=audit, **CORPUS)
+    plan = plan_summary(config)
+    # none: 1 stream (epsilon inert), 3 plain generations; private-rag: one stream per epsilon, each
+    # query voted over 4 voters + the public sequence, plus the audit's reference generations
+    assert plan["distinct_generation_streams"] == 3
+    assert plan["model_calls"] == calls  # sample: 3 + 2 x 3 x 0.1 = 3.6
+    references = {"all": 1.0, "sample": 0.1, "off": 0.0}[audit]
+    assert plan["generations"] == round(3 + 2 * 3 * (5 + references))
+    assert plan["audit"]["mode"] == audit
+
+
+def test_the_default_budget_comes_from_the_attack_for_the_cells_corpus():
+    config = GridConfig(attacks=["mi"], defenses=["none"], corpora=["synthetic-corp"],
+                        attack_params={"mi": {"scorers": ["heuristic"], "n_members": 2, "n_nonmembers": 3,
+                                              "kb_size": 6}},
+                        corpus_params={"synthetic-corp": {"n_docs": 12}})
+    plan = plan_summary(config)
+    assert plan["queries"] == 5  # one heuristic probe per candidate: 2 members + 3 non-members
+
+
+def test_eta_uses_the_stored_rates_and_says_when_it_has_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path))
+    config = GridConfig(attacks=["ps"], defenses=["none"], budget=3, **CORPUS)
+    plan = plan_summary(config)
+    assert plan["eta_s"] is None and "ragleak models --bench" in plan["eta_basis"]["hint"]
+    model = config.stack.model
+    save_speed(model, {"threads": 1, "prefill_tok_s": 100.0, "decode_tok_s": 10.0})
+    assert stored_speed(model, 1)["decode_tok_s"] == 10.0 and stored_speed(model, 2) is None
+    plan = plan_summary(config)
+    # per generation: (1.35 x top_k 5 x 120 words + 100) / 100 + 256 / 10 = 9.1 + 25.6 s; 3 generations
+    assert plan["eta_s"] == round(3 * (9.1 + 25.6))
+
+
+def test_the_cli_dry_run_takes_the_audit_options_and_checks_them(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from ragleak.cli import app
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("attacks: [ps]\ndefenses: [none, private-rag]\ncorpora: [synthetic-corp]\nbudget: 3\n"
+                    "corpus_params: {synthetic-corp: {n_docs: 12}}\n")
+    runner = CliRunner()
+    result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run", "--json", "--audit", "off"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["audit"] == {"mode": "off", "fraction": 0.1} and plan["model_calls"] == 3
+    bad = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run", "--audit", "most"])
+    assert bad.exit_code != 0 and "audit" in str(bad.exception)
+
+
+def test_a_cell_that_will_fail_is_planned_at_its_attacks_default_budget():
+    # the knowledge base takes every document, so MI has no non-member: the cell records the error
+    config = GridConfig(attacks=["mi"], defenses=["none"], corpora=["synthetic-corp"],
+                        attack_params={"mi": {"kb_size": 12}}, corpus_params={"synthetic-corp": {"n_docs": 12}})
+    assert plan_summary(config)["queries"] == 220  # MembershipInference.default_budget

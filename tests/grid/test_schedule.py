@@ -1,0 +1,76 @@
+"""Scheduling by generation stream (model-free): the first cell of each stream runs before its twins,
+twins follow one another, and the costliest chains start first."""
+
+from __future__ import annotations
+
+import random
+
+from ragleak.grid import runner as runner_module
+from ragleak.grid.plan import Estimator
+from ragleak.grid.runner import run_grid
+from ragleak.grid.schedule import ChainDispatcher, stream_chains
+from ragleak.grid.spec import GridConfig
+
+CONFIG = GridConfig(attacks=["ps", "ikea"], defenses=["none", "pad", "dp-retrieval"], corpora=["synthetic-corp"],
+                    epsilons=[1.0, 5.0], budgets={"ps": 2, "ikea": 5},
+                    corpus_params={"synthetic-corp": {"n_docs": 12}})
+
+
+def _labels(chain):
+    return [(c.attack, c.defense, c.epsilon) for c in chain]
+
+
+def test_chains_group_twins_behind_their_first_cell_costliest_first():
+    chains = stream_chains(CONFIG.expand(), Estimator())
+    # ikea (5 queries x 3 calls each) before ps (2 x 1); within ps: none and pad (postprocess only,
+    # fixed queries, single prompts) share one stream across both epsilons; dp-retrieval is per epsilon;
+    # ikea is adaptive, so pad is its own stream
+    assert [_labels(c) for c in chains] == [
+        [("ikea", "none", 1.0), ("ikea", "none", 5.0)],
+        [("ikea", "pad", 1.0), ("ikea", "pad", 5.0)],
+        [("ikea", "dp-retrieval", 1.0)],
+        [("ikea", "dp-retrieval", 5.0)],
+        [("ps", "none", 1.0), ("ps", "none", 5.0), ("ps", "pad", 1.0), ("ps", "pad", 5.0)],
+        [("ps", "dp-retrieval", 1.0)],
+        [("ps", "dp-retrieval", 5.0)],
+    ]
+    assert sorted(c.cell_id for chain in chains for c in chain) == sorted(c.cell_id for c in CONFIG.expand())
+
+
+def test_the_dispatcher_never_runs_a_twin_beside_or_before_its_first_cell():
+    chains = stream_chains(CONFIG.expand(), Estimator())
+    chain_of = {c.cell_id: i for i, chain in enumerate(chains) for c in chain}
+    for seed in range(20):  # workers finish in random order
+        rng = random.Random(seed)
+        dispatch = ChainDispatcher(chains, slots=2)
+        running = dispatch.start()
+        assert [c.cell_id for c in running] == [chains[0][0].cell_id, chains[1][0].cell_id]
+        started, finished = [c.cell_id for c in running], []
+        while running:
+            assert len({chain_of[c.cell_id] for c in running}) == len(running) <= 2  # one cell per chain at a time
+            done = running.pop(rng.randrange(len(running)))
+            finished.append(done.cell_id)
+            nxt = dispatch.finished(done)
+            if nxt is not None:
+                # a chain's cells run in chain order, each after the one before it finished
+                chain = chains[chain_of[nxt.cell_id]]
+                k = [c.cell_id for c in chain].index(nxt.cell_id)
+                assert all(c.cell_id in finished for c in chain[:k])
+                running.append(nxt)
+                started.append(nxt.cell_id)
+        assert dispatch.idle and sorted(started) == sorted(chain_of) and len(started) == len(set(started))
+
+
+def test_one_worker_runs_the_cells_chain_by_chain(tmp_path, monkeypatch):
+    ran = []
+
+    def fake_execute(spec, run_dir, audit):
+        ran.append(spec)
+        from ragleak.grid.store import CellRecord
+
+        return CellRecord(cell_id=spec.cell_id, spec=spec, status="error", error="not run")
+
+    monkeypatch.setattr(runner_module, "execute_cell", fake_execute)
+    run_grid(CONFIG, tmp_path / "run", workers=1)
+    assert [c.cell_id for c in ran] == [c.cell_id for chain in stream_chains(CONFIG.expand(), Estimator())
+                                        for c in chain]
