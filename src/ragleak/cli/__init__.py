@@ -245,7 +245,8 @@ def demo(
     from ragleak.cli.report import report_command
 
     grid_command(preset="demo", config=None, out=out, dry_run=False, executor="local", workers=workers,
-                 address=None, retry_errors=False, as_json=False, rebuild_cache=rebuild_cache, fail_if=None)
+                 address=None, retry_errors=False, as_json=False, rebuild_cache=rebuild_cache, fail_if=None,
+                 audit=None, audit_fraction=None)
     report_command(run_dir=out, fail_if=None, show_leaks=False, corpus=None, view=None, as_json=as_json)
 
 
