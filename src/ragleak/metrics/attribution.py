@@ -123,6 +123,7 @@ def labelled_groups(transcript: "Transcript") -> tuple[list[Group], float]:
 
 
 class _Attribution(Metric):
+    version: ClassVar[str] = "2"  # 2: details carry precision, flagged and the flag-all baseline
     channels = frozenset({"output"})
     inputs: ClassVar[tuple[str, ...]] = ("sentence_labels", "p_private")
     #: what the statistic reads: predicted labels at the threshold (ESR, F1) or P(private) (AUC)

@@ -179,3 +179,21 @@ def test_evaluate_reports_precision_and_the_flag_all_baseline():
     report = metrics.evaluate(groups, threshold=0.5, n_resamples=100)
     assert report["esr"]["value"] == pytest.approx(2 / 3) and report["precision"]["value"] == pytest.approx(2 / 3)
     assert report["flag_all"] == {"esr": 1.0, "precision": 3 / 7, "f1": pytest.approx(2 * 3 / (2 * 3 + 4)), "auc": 0.5}
+
+
+def test_labels_agree_with_hand_checked_sentences_better_than_rouge_alone():
+    """The stated agreement rate (labels.py): 57 of 60 hand-checked sentences of real RAG answers
+    on a template corpus, against 50 of 60 for the ROUGE-only rule."""
+    from importlib.resources import files
+
+    from ragleak.lcs import tokens
+
+    data = json.loads((files("ragleak") / "data" / "asymmetry" / "label-handcheck.v1.json").read_text())
+    pool, items = data["pool"], data["items"]
+    boiler = Boilerplate.from_passages(pool)
+    new = old = 0
+    for s in data["sentences"]:
+        passages, query = [pool[i] for i in items[s["item"]]["passages"]], items[s["item"]]["query"]
+        new += attribution_label(s["sentence"], passages, boilerplate=boiler, query=query) == s["hand"]
+        old += int(len(tokens(s["sentence"])) >= 3 and attribution(s["sentence"], passages) >= 0.5) == s["hand"]
+    assert len(data["sentences"]) == 60 and (new, old) == (57, 50)

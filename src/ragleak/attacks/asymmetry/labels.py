@@ -13,7 +13,8 @@ content is not template boilerplate. With ``tokens`` the lower-cased alphanumeri
    is not private. Likewise a *specific* token (below) that occurs in ``share`` of the pool is
    not specific.
 2. Let c(R_i) be R_i's unmasked tokens. y_i = 0 when fewer than ``min_tokens`` of them are
-   content words (not function words).
+   content words (not function words), or when every content word is one of the query's: a
+   sentence that only echoes what the attacker asked discloses nothing.
 3. **Copy** (the paper's containment, made fuzzy): ROUGE-L recall of c(R_i) against some passage
    T of the context, LCS(c(R_i), tokens(T)) / |c(R_i)|, is >= ``tau``. The LCS keeps word order
    but allows gaps, so a small-LLM paraphrase that keeps a passage's facts counts.
@@ -119,12 +120,12 @@ def attribution_label(sentence: str, passages: Sequence[str], tau: float = 0.5, 
     boilerplate = boilerplate or Boilerplate()
     content = boilerplate.content(tokens(sentence))
     words = [t for t in content if t not in FUNCTION_WORDS]
-    if len(words) < min_tokens or not passages:
+    asked = set(tokens(query))
+    if len(words) < min_tokens or not passages or all(w in asked for w in words):
         return 0
     passage_tokens = [tokens(p) for p in passages]
     if max(lcs_length(content, pt) for pt in passage_tokens) / len(content) >= tau:
         return 1
-    asked = set(tokens(query))
     specific = set().union(*(specific_tokens(p) for p in passages)) - boilerplate.common - asked
     union = set().union(*passage_tokens)
     recombined = len(specific & set(words)) >= 2 and sum(w in union for w in words) / len(words) >= tau
