@@ -16,14 +16,15 @@ transcripts with the current labelling code, without a model call for the attack
 
 * ``threshold``   - the attack's own decision (Ŝ < score_threshold) over all queries;
 * ``trained``     - the paper's protocol: the ReLU MLP fitted on a seeded 7:3 query split,
-  ESR/precision/F1/AUC on the held-out 30%, with the flag-everything baseline on the same queries;
+  ESR/precision/F1/AUC on the held-out 30%, with the flag-everything baseline on the same queries
+  (``trained_extended``: the same with the extended feature set);
 * ``scorers``     - AUC of the raw score over all queries and of the trained MLP on the held-out
   queries, for cosine alone and cosine + the packaged NLI correction (held-out AUC chooses the
   default scorer);
 * ``baselines``   - regex (PII-like patterns: digits, e-mail, capitalised names) and, with
   ``--judge``, the standard LLM as a judge (P("yes") to "does this sentence state a specific
   fact about a particular person, place or organisation?");
-* ``coverage``    - documents reached over documents indexed.
+* ``coverage``    - documents reached over documents indexed, and after each answered query.
 
 Intervals: 2,000-resample bootstrap over queries. Run:
 
@@ -128,7 +129,8 @@ def evaluate(transcript, stack, seed, judge):
         return {"error": "no labelled query"}
     threshold = transcript.state["threshold"]
     groups = [(np.array(o.labels), np.array([(1 - s.score) / 2 for s in o.sentences])) for o in obs]
-    result = {"threshold": scored(groups, threshold), "trained": trained(obs, "paper", seed), "scorers": {}}
+    result = {"threshold": scored(groups, threshold), "trained": trained(obs, "paper", seed),
+              "trained_extended": trained(obs, "extended", seed), "scorers": {}}
     embedder = stack.embedder()
     for name, nli in (("cosine", None), ("cosine+nli-onnx", stack.nli("onnx"))):
         variant = obs if nli is None else [rescore(o, embedder, nli) for o in obs]
@@ -205,10 +207,15 @@ def main() -> None:
             path.write_text(transcript.to_json(), encoding="utf-8")
             n_docs = len(docs)
         reached = transcript.scoring.get("asymmetry", {}).get("documents_reached", [])
+        seen: set[str] = set()
+        curve = []
+        for q in transcript.answered:  # distinct documents reached after each answered query
+            seen.update(q.retrieved_ids or [])
+            curve.append(len(seen))
         state = transcript.state
         res = {"mode": state["mode"], "initial_q1s": state["initial_q1s"], "initial_from_llm": state["initial_from_llm"],
                "refinements": state.get("refinements"), "q1s": [o["q1"] for o in state["observations"]],
-               "answered": len(transcript.answered), "coverage": {"reached": len(reached), "indexed": n_docs}}
+               "answered": len(transcript.answered), "coverage": {"reached": len(reached), "indexed": n_docs, "after_each_query": curve}}
         res.update(evaluate(transcript, stack, args.seed, args.judge))
         res["seconds"] = round(time.perf_counter() - t0, 1)
         report["settings"][setting] = res

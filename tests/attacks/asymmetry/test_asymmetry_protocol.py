@@ -182,7 +182,7 @@ def test_evaluate_reports_precision_and_the_flag_all_baseline():
 
 
 def test_labels_agree_with_hand_checked_sentences_better_than_rouge_alone():
-    """The stated agreement rate (labels.py): 57 of 60 hand-checked sentences of real RAG answers
+    """The stated agreement rate (labels.py): 58 of 60 hand-checked sentences of real RAG answers
     on a template corpus, against 50 of 60 for the ROUGE-only rule."""
     from importlib.resources import files
 
@@ -196,4 +196,19 @@ def test_labels_agree_with_hand_checked_sentences_better_than_rouge_alone():
         passages, query = [pool[i] for i in items[s["item"]]["passages"]], items[s["item"]]["query"]
         new += attribution_label(s["sentence"], passages, boilerplate=boiler, query=query) == s["hand"]
         old += int(len(tokens(s["sentence"])) >= 3 and attribution(s["sentence"], passages) >= 0.5) == s["hand"]
-    assert len(data["sentences"]) == 60 and (new, old) == (57, 50)
+    assert len(data["sentences"]) == 60 and (new, old) == (58, 50)
+
+
+def test_a_dry_queue_is_refilled_from_the_reserve_until_the_budget_is_spent():
+    from ragleak.attacks.asymmetry.probe import Observation
+    from ragleak.attacks.asymmetry.refine import run_refinement
+
+    asked = []
+
+    def ask(q1):
+        asked.append(q1)
+        return Observation(q1, "r", "a", [], None)  # nothing flagged: no feedback
+
+    steps = run_refinement(["a b c"], ask, lambda s: [], budget=3, reserve=["a b c", "d e f", "g h i", "j k l"])
+    assert asked == ["a b c", "d e f", "g h i"] and len(steps) == 3
+    assert len(run_refinement(["a b c"], ask, lambda s: [], budget=5, reserve=["d e f"])) == 2  # reserve exhausted

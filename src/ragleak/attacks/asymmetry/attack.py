@@ -39,7 +39,7 @@ from ragleak.attacks.asymmetry.classifier import FEATURE_SETS, AsymmetryClassifi
 from ragleak.attacks.asymmetry.labels import Boilerplate, attribution_label, context_passages
 from ragleak.attacks.asymmetry.probe import Observation, observe
 from ragleak.attacks.asymmetry.query import Q2_DEFAULT, StandardLLM, make_q1, make_query
-from ragleak.attacks.asymmetry.refine import initial_q1s, refine_q1, run_refinement
+from ragleak.attacks.asymmetry.refine import FACETS, initial_q1s, refine_q1, run_refinement
 from ragleak.attacks.asymmetry.scoring import SentenceScore
 from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession, Transcript
 from ragleak.context import RunContext
@@ -141,7 +141,8 @@ class KnowledgeAsymmetryAttack(Attack):
         def refine(private: list[str], hints: list[str]):
             return refine_q1(writer, private, hints, writing)
 
-        steps = run_refinement(initial, ask, decide, session.remaining, p.keywords_per_refinement, refine)
+        reserve = [] if keywords else [make_q1([facet]) for facet in FACETS]
+        steps = run_refinement(initial, ask, decide, session.remaining, p.keywords_per_refinement, refine, reserve)
         observations, extracted = [], []
         for step in steps:
             if step.observation is None:

@@ -166,16 +166,26 @@ Refiner = Callable[[Sequence[str], Sequence[str]], tuple[str | None, RefinedBy |
 
 def run_refinement(initial: Sequence[str], ask: Callable[[str], Observation | None],
                    decide: Callable[[list[SentenceScore]], list[bool]], budget: int,
-                   keywords_per_refinement: int = 3, refine: Refiner | None = None) -> list[Step]:
+                   keywords_per_refinement: int = 3, refine: Refiner | None = None,
+                   reserve: Sequence[str] = ()) -> list[Step]:
     """Algorithm 1: probe each queued q1, feed the flagged sentences back, stop on budget.
 
     ``ask(q1)`` spends one target query and returns an observation (None if the call failed);
     ``decide(sentences)`` flags the sentences judged private; ``refine(private, keywords)``
     writes the next q1 (the attacker LLM, ``refine_q1``); without it, the keyword template.
+    When the queue runs dry with budget left, the next unasked q1 of ``reserve`` is queued, so
+    a run whose feedback stalls still spends its budget on broad queries.
     """
     queue = deque(dict.fromkeys(initial))  # a repeated q1 is asked once
     seen, steps = {q.lower() for q in queue}, []
-    while budget > 0 and queue:
+    spare = deque(q for q in dict.fromkeys(reserve) if q.lower() not in seen)
+    while budget > 0 and (queue or spare):
+        if not queue:
+            q1 = spare.popleft()
+            if q1.lower() in seen:
+                continue
+            seen.add(q1.lower())
+            queue.append(q1)
         q1 = queue.popleft()
         budget -= 1
         obs = ask(q1)
