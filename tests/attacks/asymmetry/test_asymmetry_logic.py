@@ -66,7 +66,8 @@ def test_attribution_rule_threshold_and_minimum_length():
     passages = ["Client record 0001: Ana Diaz, CFO of Vega Ltd, can be reached at ana@vega.com."]
     assert attribution_label("Ana Diaz is the CFO of Vega Ltd.", passages) == 1
     assert attribution_label("Invoices are documents that record a sale.", passages) == 0
-    assert attribution_label("Ana Diaz.", passages) == 0  # two tokens: below min_tokens
+    assert attribution_label("The CFO can.", passages) == 0  # one content word: below min_tokens
+    assert attribution_label("Ana Diaz.", passages) == 1  # short, but a bare name from the context discloses it
     assert attribution_label("Ana Diaz.", passages, min_tokens=2) == 1
 
 
