@@ -280,7 +280,9 @@ def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
     assert state["mode"] == "single-domain" and state["decision"] == "score-threshold"
     assert [o["q1"] for o in state["observations"]][:2] == [make_q1(["the ferry"]), make_q1(["the library"])]
     assert state["observations"][0]["refined_to"] == state["observations"][2]["q1"]  # keyword feedback
-    assert llm_gen.calls == 3 == state["standard_llm_calls"]
+    # one scripted model plays every role: 3 plain answers and the 1 refinement the attacker wrote
+    assert state["standard_llm_calls"] == 3 and state["refinements"] == {"llm": 1, "template": 0}
+    assert llm_gen.calls == 4
     # the copied passage sentences are flagged, the generic sentence shared with the LLM is not
     assert any("ferry" in s for s in transcript.extracted)
     assert not any("helpful" in s for s in transcript.extracted)
