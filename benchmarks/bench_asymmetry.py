@@ -26,7 +26,16 @@ transcripts with the current labelling code, without a model call for the attack
   fact about a particular person, place or organisation?");
 * ``coverage``    - documents reached over documents indexed, and after each answered query.
 
-Intervals: 2,000-resample bootstrap over queries. Run:
+Intervals: 2,000-resample bootstrap over queries.
+
+Measured (benchmarks/results/bench_asymmetry-2026-12-03.json; Qwen2.5-Coder-0.5B as target,
+standard and attacker LLM, max_tokens 96 for both answers, top_k 3, 12 invented documents, seed
+0; the machine gave ~1 generation per minute, so the budgets were 30 and 10): zero prior
+reaches 11 of 12 documents but stays below the issue's target (ESR >= 0.9, F1 >= 0.85,
+AUC >= 0.9): see the file for the numbers; the regex baseline beats the cosine score on
+invented facts, whose private sentences are full of digits and capitalised names.
+
+Run:
 
     RAGLEAK_THREADS=2 .venv/bin/python benchmarks/bench_asymmetry.py --out benchmarks/results/bench_asymmetry-DATE.json
 """
