@@ -30,7 +30,7 @@ Intervals: 2,000-resample bootstrap over queries.
 
 Measured (benchmarks/results/bench_asymmetry-2026-12-03.json; Qwen2.5-Coder-0.5B as target,
 standard and attacker LLM, max_tokens 96 for both answers, top_k 3, 12 invented documents, seed
-0; the machine gave ~1 generation per minute, so the budgets were 30 and 10): zero prior
+0; the machine gave ~1 generation per minute; budget 30 in both settings): zero prior
 reaches 11 of 12 documents but stays below the issue's target (ESR >= 0.9, F1 >= 0.85,
 AUC >= 0.9): see the file for the numbers; the regex baseline beats the cosine score on
 invented facts, whose private sentences are full of digits and capitalised names.
