@@ -34,6 +34,9 @@ def test_attack_help_and_user_errors_exit_2_and_write_nothing(tmp_path):
         (["ps", "--endpoint", "http://127.0.0.1:1/x", "--params", '{"turns": 0}'], "turns"),
         (["mi", "--endpoint", "http://127.0.0.1:1/x", "--view", str(tmp_path / "missing.json")], "does not exist"),
         (["ps", "--index", str(tmp_path / "no-index")], "error"),
+        (["ps", "--endpoint", "http://127.0.0.1:1/x", "--train"], "trainable attack"),
+        (["asymmetry", "--endpoint", "http://127.0.0.1:1/x", "--classifier-out", str(tmp_path / "c.json")],
+         "needs --train"),
     ]:
         result = ragleak("attack", *args, "--out", str(out))
         assert result.returncode == 2, (args, result.stderr)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.model
 
 def test_asymmetry_cell_records_attribution_metrics_and_reuses_the_cache(tmp_path):
     spec = CellSpec(attack="asymmetry", defense="none", corpus="synthetic-corp", budget=2,
-                    attack_params={"keywords": ["wire transfer", "personnel file"], "standard_max_tokens": 64},
+                    attack_params={"keywords": ["wire transfer", "personnel file"]},
                     corpus_params={"n_docs": 12}, stack={"decoding": {"max_tokens": 64}})
     RunStore(tmp_path).cells_dir.mkdir(parents=True)
     RunStore(tmp_path).transcripts_dir.mkdir(parents=True)

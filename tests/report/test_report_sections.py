@@ -43,8 +43,10 @@ def _run(tmp_path):
     _write(store, by[("ps", "private-rag")], ["alice smith works at acme", "bob", "no idea"],
            defense_state={"log": log, "retired": 2, "truncated_queries": 0})
     def reading(value, interval, sentences, private, note=None):
+        flag_all = {"esr": 1.0, "precision": private / sentences, "f1": 2 * private / (sentences + private)}
         return MetricResult(value=value, n=sentences, n_of="sentences", interval=interval, interval_over="queries",
-                            note=note, details={"sentences": sentences, "private": private})
+                            note=note, details={"sentences": sentences, "private": private, "precision": 0.5,
+                                                "flag_all": flag_all})
 
     attribution = {"attribution_esr": reading(0.75, (0.5, 1.0), 12, 4), "attribution_f1": reading(0.6, (0.4, 0.8), 12, 4),
                    "attribution_auc": reading(0.9, (0.7, 1.0), 12, 4)}
@@ -72,6 +74,7 @@ def test_attribution_rows_carry_intervals_and_undefined_values(tmp_path):
     summary = summarize(_run(tmp_path))
     rows = {r["defense"]: r for r in summary["attribution"]}
     assert rows["none"]["esr"] == 0.75 and rows["none"]["esr_ci"] == [0.5, 1.0] and rows["none"]["private"] == 4
+    assert rows["none"]["precision"] == 0.5 and rows["none"]["flag_all_f1"] == 0.5  # beside ESR, always
     assert rows["private-rag"]["esr"] is None  # no private sentence: ESR undefined, not zero
 
 

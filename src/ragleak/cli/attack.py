@@ -101,10 +101,13 @@ def attack_command(
     config: Optional[Path] = typer.Option(None, "--config", help="YAML stack config"),
     as_json: bool = typer.Option(False, "--json", help="print a machine-readable summary"),
     rebuild_cache: bool = typer.Option(False, "--rebuild-cache", help="move the generation cache aside and start a fresh one"),
+    train: bool = typer.Option(False, "--train", help="asymmetry: fit the sentence classifier on a 7:3 query split of "
+                               "this run's labelled sentences and report ESR/F1/AUC on the held-out 30%"),
+    classifier_out: Optional[Path] = typer.Option(None, "--classifier-out", help="with --train: where the classifier "
+                                                  "is saved (JSON arrays; default: beside --out)"),
 ) -> None:
     """Run one attack and write its transcript (every query, answer, trace, error and the attack's state)."""
     from ragleak.attacks import ATTACKS
-    from ragleak.attacks.base import read_view
     from ragleak.config import load_stack_config
     from ragleak.files import atomic_write_text, check_output_file
     from ragleak.stack import Stack
@@ -117,8 +120,15 @@ def attack_command(
         raise typer.BadParameter("--mode must be single or multi")
     check_output_file(out)  # before the first query: a bad --out must not cost the run its transcript
     attack_cls = ATTACKS.get(name)
-    attack = attack_cls(**_params(params))
-    corpus_view = read_view(view) if view is not None else None
+    attack_params = _params(params)
+    if train or classifier_out is not None:
+        if "train" not in attack_cls.Params.model_fields:
+            raise typer.BadParameter(f"--train/--classifier-out apply to a trainable attack (asymmetry), not {name}")
+        if not train:
+            raise typer.BadParameter("--classifier-out needs --train")
+        attack_params.update(train=True, classifier_out=str(classifier_out or out.with_suffix(".classifier.json")))
+    attack = attack_cls(**attack_params)
+    corpus_view = _read_view(view)
     cfg = load_stack_config(config) if config else load_stack_config()
     stack = Stack(cfg)  # the target's parts and the attack's own models (attacker LLM, encoder) alike
     if rebuild_cache:
@@ -152,6 +162,9 @@ def attack_command(
                "errors": transcript.errors, "extracted": len(transcript.extracted),
                "membership_scores": len(transcript.membership), "seconds": round(transcript.seconds, 2),
                "metrics": {k: r.model_dump(mode="json") for k, r in results.items()}}
+    trained = transcript.scoring.get("asymmetry", {}).get("classifier")
+    if trained is not None:
+        summary["classifier"] = trained
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
@@ -166,6 +179,13 @@ def attack_command(
         if not passages:
             console.print("no corpus given: extraction and PII metrics need --corpus (the corpus the endpoint indexed)",
                           highlight=False, soft_wrap=True)
+        if trained is not None:
+            if "error" in trained:
+                line = f"classifier not trained: {trained['error']}"
+            else:
+                line = (f"classifier: trained on {len(trained['train_queries'])} queries, metrics on the "
+                        f"{len(trained['test_queries'])} held out, saved to {trained.get('saved_to')}")
+            console.print(line, markup=False)
     if transcript.stopped:
         sys.stderr.write(f"error: {transcript.attack}: {transcript.stopped}; transcript written to {out}\n")
         raise typer.Exit(1)

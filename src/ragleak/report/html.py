@@ -205,9 +205,13 @@ def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: 
                      "the sentence is drawn from the retrieved context. Intervals: bootstrap over queries.</p>")
         parts.append(_metric_warnings(summary, "attribution_esr") + _metric_warnings(summary, "attribution_f1")
                      + _metric_warnings(summary, "attribution_auc"))
-        parts.append(_table(["cell", "sentences", "private", "ESR", "F1", "AUC"],
+        parts.append(_table(["cell", "sentences", "private", "ESR", "precision", "F1", "flag-all F1", "AUC"],
                             [[_td(r["label"]), _td(r["sentences"]), _td(r["private"]),
-                              *[_td(_interval(r[k], r[f"{k}_ci"])) for k in ("esr", "f1", "auc")]]
+                              _td(_interval(r["esr"], r["esr_ci"])),
+                              _td("-" if r.get("precision") is None else _num(r["precision"])),
+                              _td(_interval(r["f1"], r["f1_ci"])),
+                              _td("-" if r.get("flag_all_f1") is None else _num(r["flag_all_f1"])),
+                              _td(_interval(r["auc"], r["auc_ci"]))]
                              for r in summary["attribution"]]))
     if summary.get("utility_curves"):
         parts.append("<h2 id='utility'>Private-RAG: utility against query index U(t)</h2>")

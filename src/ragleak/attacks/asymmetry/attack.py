@@ -3,17 +3,28 @@
 Black-box: the attacker sends Q = q1 ⊕ q2 to the target and the same Q to its own standard LLM
 (no retrieval), scores every sentence of the RAG answer (``scoring.py``) and flags the ones the
 LLM cannot explain. Queries come from Algorithm 1 (``refine.py``): single-domain when keywords
-(or the view's ``topic``) are given - one q1 per keyword - else 10 broad q1s written by the LLM;
-flagged sentences feed keywords back into new q1s until the budget is spent.
+(or the view's ``topic``) are given - one q1 per keyword - else ``n_initial`` broad,
+domain-agnostic q1s written by the attacker LLM; flagged sentences go back to the attacker LLM,
+which writes new q1s, until the budget is spent.
 
-Decision rule: a saved classifier (``classifier_path``, ``classifier.py``) gives P(private);
-without one, p = (1 - Ŝ) / 2 (maps Ŝ in [-1, 1] onto [1, 0]) and a sentence is flagged when
-Ŝ < ``score_threshold``, i.e. p > (1 - score_threshold) / 2.
+Models: the standard LLM is the stack's ``standard`` generator, the config's model unless
+``standard_model`` names another, decoding with the stack's parameters (the same max tokens as
+the target) unless ``standard_max_tokens`` is set; the q1 writer is the ``attacker`` generator.
+NLI is off by default (``nli="none"``: Ŝ = S, the paper's cosine max-similarity); ``onnx`` and
+``llm`` are options (see ``ragleak.nlp.nli`` for what each was measured to do).
+
+Decision rule, while querying: a saved classifier (``classifier_path``, ``classifier.py``) gives
+P(private); without one, p = (1 - Ŝ) / 2 (maps Ŝ in [-1, 1] onto [1, 0]) and a sentence is
+flagged when Ŝ < ``score_threshold``, i.e. p > (1 - score_threshold) / 2.
 
 Scoring (``label``, after the queries): when the target exposed its trace, each observed
-sentence gets its attribution label (``labels.py``) and the transcript's
-``scoring["asymmetry"]`` holds the sentence labels and P(private) per query; ESR, F1 and AUC are
-the registered metrics of ``ragleak.metrics.attribution``.
+sentence gets its attribution label (``labels.py``; the boilerplate pool is every passage the
+run saw) and ``scoring["asymmetry"]`` holds the labels and P(private) per query, plus the
+documents the run reached. With ``train`` the paper's protocol runs instead: the ReLU MLP is
+fitted on a seeded 7:3 split of the run's labelled queries (``test_fraction`` held out), the
+scoring rows are the held-out queries only, scored by the fitted classifier at 0.5, and the
+classifier is saved to ``classifier_out`` (plain JSON arrays) for reuse on another target. ESR,
+F1 and AUC are the registered metrics of ``ragleak.metrics.attribution``.
 """
 
 from __future__ import annotations
@@ -22,55 +33,75 @@ import logging
 from typing import ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier
-from ragleak.attacks.asymmetry.labels import attribution_label, context_passages
+from ragleak.attacks.asymmetry.classifier import FEATURE_SETS, AsymmetryClassifier, split_by_query
+from ragleak.attacks.asymmetry.labels import Boilerplate, attribution_label, context_passages
 from ragleak.attacks.asymmetry.probe import Observation, observe
 from ragleak.attacks.asymmetry.query import Q2_DEFAULT, StandardLLM, make_q1, make_query
-from ragleak.attacks.asymmetry.refine import initial_q1s, run_refinement
+from ragleak.attacks.asymmetry.refine import FACETS, initial_q1s, refine_q1, run_refinement
 from ragleak.attacks.asymmetry.scoring import SentenceScore
 from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
                                   StreamShape, Transcript)
 from ragleak.context import RunContext
+from ragleak.errors import ConfigError
 from ragleak.nlp.nli import NLIModel
 from ragleak.rag.embedder import Embedder
-from ragleak.rag.generator import DecodingParams
-from ragleak.rag.models import DEFAULT_MODEL
+from ragleak.rag.generator import Generator
 
 log = logging.getLogger(__name__)
 
 
+WRITER_MAX_TOKENS = 24  # per q1 the attacker LLM writes (a q1 has at most ~20 words)
+
+
 class AsymmetryParams(AttackParams):
-    keywords: tuple[str, ...] = Field(default=(), description="single-domain keywords; empty: view topic, else multi-domain")
+    keywords: tuple[str, ...] = Field(default=(), description="single-domain keywords; empty: view topic, else zero prior")
     q2: str = Q2_DEFAULT
-    n_initial: int = Field(default=10, ge=1, le=50, description="broad q1s the LLM writes in multi-domain mode")
-    nli: Literal["onnx", "llm", "none"] = "onnx"
+    n_initial: int = Field(default=10, ge=1, le=50, description="broad q1s the attacker LLM writes with zero prior")
+    nli: Literal["none", "onnx", "llm"] = Field(default="none", description="NLI correction of the cosine score")
     nli_min_cosine: float = Field(default=-1.0, ge=-1.0, le=1.0, description="apply NLI only when S_i >= this")
-    standard_model: str = DEFAULT_MODEL
-    standard_max_tokens: int = Field(default=160, ge=8, le=2048)
+    standard_model: str | None = Field(default=None, description="the standard LLM; default: the stack's model")
+    standard_max_tokens: int | None = Field(default=None, ge=8, le=2048,
+                                            description="default: the stack's decoding (the target's max tokens)")
     classifier_path: str | None = None
     score_threshold: float = Field(default=0.5, ge=-1.0, le=1.0)
     keywords_per_refinement: int = Field(default=3, ge=1, le=10)
+    train: bool = Field(default=False, description="fit the MLP on a 7:3 query split of this run; score the 30%")
+    test_fraction: float = Field(default=0.3, gt=0.0, lt=1.0)
+    classifier_features: str = Field(default="paper", description="feature set of the trained MLP")
+    classifier_out: str | None = Field(default=None, description="where --train saves the classifier (JSON)")
     tau: float = Field(default=0.5, gt=0.0, le=1.0, description="attribution threshold (ROUGE-L recall)")
     min_tokens: int = Field(default=3, ge=1)
+    boilerplate_share: float = Field(default=0.25, gt=0.0, le=1.0,
+                                     description="a 4-gram in this share of the seen passages is boilerplate")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "AsymmetryParams":
+        if self.classifier_features not in FEATURE_SETS:
+            raise ValueError(f"unknown classifier_features {self.classifier_features!r}; known: {', '.join(FEATURE_SETS)}")
+        if self.train and self.classifier_path:
+            raise ValueError("give train or classifier_path, not both")
+        return self
 
 
 class KnowledgeAsymmetryAttack(Attack):
     name: ClassVar[str] = "asymmetry"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     threat_model: ClassVar = "black-box"
-    default_budget: ClassVar[int] = 20
+    default_budget: ClassVar[int] = 30
     description: ClassVar[str] = "Knowledge asymmetry (Chen et al., ICLR 2026): RAG vs plain-LLM sentence attribution"
     Params: ClassVar[type[AttackParams]] = AsymmetryParams
 
-    def _parts(self, ctx: RunContext) -> tuple[StandardLLM, Embedder, NLIModel | None]:
-        """The plain LLM, the encoder and the NLI model, all from the run's stack."""
+    def _parts(self, ctx: RunContext) -> tuple[StandardLLM, Generator, Embedder, NLIModel | None]:
+        """The plain LLM, the q1 writer, the encoder and the NLI model, all from the run's stack."""
         p: AsymmetryParams = self.params  # type: ignore[assignment]
         stack = ctx.require_stack(f"attack {self.name}")
-        llm = StandardLLM(stack.generator("standard", model=p.standard_model),
-                          params=DecodingParams(max_tokens=p.standard_max_tokens))
-        return llm, stack.embedder(), None if p.nli == "none" else stack.nli(p.nli, model=p.standard_model)
+        decoding = None if p.standard_max_tokens is None else \
+            stack.config.decoding.model_copy(update={"max_tokens": p.standard_max_tokens})
+        llm = StandardLLM(stack.generator("standard", model=p.standard_model), params=decoding)
+        nli = None if p.nli == "none" else stack.nli(p.nli, model=p.standard_model)
+        return llm, stack.generator("attacker"), stack.embedder(), nli
 
     def _probability(self, classifier: AsymmetryClassifier | None, sentences: list[SentenceScore]) -> np.ndarray:
         if classifier is not None:
@@ -88,14 +119,17 @@ class KnowledgeAsymmetryAttack(Attack):
         p: AsymmetryParams = self.params  # type: ignore[assignment]
         # the classifier file is checked first: a bad one stops the run before any model or query
         classifier = AsymmetryClassifier.load(p.classifier_path) if p.classifier_path else None
-        llm, embedder, nli = self._parts(ctx)
+        llm, writer, embedder, nli = self._parts(ctx)
         threshold = self._threshold(classifier)
         keywords = list(p.keywords) or ([view.topic] if view.topic else [])
+        writing = ctx.require_stack(f"attack {self.name}").config.decoding.model_copy(
+            update={"max_tokens": WRITER_MAX_TOKENS})
         if keywords:
             mode, initial, from_llm = "single-domain", [make_q1([k]) for k in keywords], 0
         else:
-            generated = initial_q1s(llm.generator, p.n_initial, llm.params)
-            mode, initial, from_llm = "multi-domain", generated.q1s, generated.from_llm
+            generated = initial_q1s(writer, p.n_initial, writing.model_copy(
+                update={"max_tokens": WRITER_MAX_TOKENS * (p.n_initial + 1)}))
+            mode, initial, from_llm = "zero-prior", generated.q1s, generated.from_llm
         records: dict[str, int] = {}
 
         def ask(q1: str) -> Observation | None:
@@ -109,7 +143,11 @@ class KnowledgeAsymmetryAttack(Attack):
         def decide(sentences: list[SentenceScore]) -> list[bool]:
             return [bool(x >= threshold) for x in self._probability(classifier, sentences)]
 
-        steps = run_refinement(initial, ask, decide, session.remaining, p.keywords_per_refinement)
+        def refine(private: list[str], hints: list[str]):
+            return refine_q1(writer, private, hints, writing)
+
+        reserve = [] if keywords else [make_q1([facet]) for facet in FACETS]
+        steps = run_refinement(initial, ask, decide, session.remaining, p.keywords_per_refinement, refine, reserve)
         observations, extracted = [], []
         for step in steps:
             if step.observation is None:
@@ -119,27 +157,62 @@ class KnowledgeAsymmetryAttack(Attack):
             extracted.extend(flagged)
             observations.append({
                 "query_index": records[step.observation.query], "q1": step.q1, "refined_to": step.refined_to,
+                "refined_by": step.refined_by,
                 "llm_answer": step.observation.llm_answer,
                 "sentences": [s.to_dict() for s in step.observation.sentences],
                 "p_private": [float(x) for x in probs], "flagged": step.flagged,
             })
         state = {"mode": mode, "initial_q1s": list(initial), "initial_from_llm": from_llm,
                  "nli": getattr(nli, "name", "none"), "decision": "classifier" if classifier else "score-threshold",
-                 "threshold": threshold, "standard_llm_calls": llm.calls, "observations": observations}
+                 "threshold": threshold, "standard_llm_calls": llm.calls,
+                 "refinements": {by: sum(1 for s in steps if s.refined_by == by) for by in ("llm", "template")},
+                 "observations": observations}
         return AttackResult(extracted=list(dict.fromkeys(extracted)), state=state)
 
     def label(self, transcript: Transcript, view: CorpusView) -> Transcript:
         transcript = super().label(transcript, view)
+        p: AsymmetryParams = self.params  # type: ignore[assignment]
         by_index = {q.index: q for q in transcript.queries}
+        rows = [(obs, by_index[obs["query_index"]]) for obs in transcript.state.get("observations", [])
+                if obs["query_index"] in by_index and by_index[obs["query_index"]].trace is not None]
+        contexts = {obs["query_index"]: context_passages(record.trace) for obs, record in rows}  # type: ignore[arg-type]
+        boilerplate = Boilerplate.from_passages((x for ctx in contexts.values() for x in ctx), p.boilerplate_share)
         labels = []
-        for obs in transcript.state.get("observations", []):
-            record = by_index.get(obs["query_index"])
-            if record is None or record.trace is None:
-                continue
-            passages = context_passages(record.trace)
-            y = [attribution_label(s["text"], passages, self.params.tau, self.params.min_tokens)
+        for obs, record in rows:
+            y = [attribution_label(s["text"], contexts[obs["query_index"]], p.tau, p.min_tokens, boilerplate, record.query)
                  for s in obs["sentences"]]
             labels.append({"query_index": obs["query_index"], "labels": y, "p_private": obs["p_private"]})
-        if any(row["labels"] for row in labels):
-            transcript.scoring["asymmetry"] = {"labels": labels, "threshold": transcript.state["threshold"]}
+        if not any(row["labels"] for row in labels):
+            return transcript
+        reached = sorted({d for q in transcript.answered for d in (q.retrieved_ids or [])})
+        scoring = {"labels": labels, "threshold": transcript.state["threshold"], "documents_reached": reached,
+                   "boilerplate_ngrams": len(boilerplate.ngrams)}
+        if p.train:
+            scoring.update(self._train(transcript, labels))
+        transcript.scoring["asymmetry"] = scoring
         return transcript
+
+    def _train(self, transcript: Transcript, labels: list[dict]) -> dict:
+        """The paper's protocol: fit on a seeded 7:3 query split, score only the held-out 30%."""
+        p: AsymmetryParams = self.params  # type: ignore[assignment]
+        sentences = {o["query_index"]: [SentenceScore(**s) for s in o["sentences"]]
+                     for o in transcript.state["observations"]}
+        observations = [Observation("", "", "", sentences[row["query_index"]], row["labels"])
+                        for row in labels if row["labels"]]
+        indices = [row["query_index"] for row in labels if row["labels"]]
+        if len(observations) < 2:
+            return {"classifier": {"error": f"{len(observations)} labelled queries: too few to split"}}
+        order = {id(o): i for o, i in zip(observations, indices)}
+        train, test = split_by_query(observations, p.test_fraction, transcript.seed)
+        try:
+            clf = AsymmetryClassifier(feature_set=p.classifier_features, seed=transcript.seed).fit(train)
+        except ConfigError as exc:  # one class among the training sentences: reported, scoring untouched
+            return {"classifier": {"error": str(exc)}}
+        held_out = {order[id(o)]: [float(x) for x in clf.predict_proba(o.sentences)] for o in test}
+        info = {"feature_set": p.classifier_features, "train_queries": [order[id(o)] for o in train],
+                "test_queries": sorted(held_out), **clf.training}
+        if p.classifier_out:
+            info["saved_to"] = str(clf.save(p.classifier_out))
+        return {"labels": [{**row, "p_private": held_out[row["query_index"]]} for row in labels
+                           if row["query_index"] in held_out],
+                "threshold": 0.5, "decision": "trained-classifier", "classifier": info}

