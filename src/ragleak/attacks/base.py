@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -78,21 +77,6 @@ class CorpusView(Record):
 
     def attacker_view(self) -> "CorpusView":
         return CorpusView(documents=self.documents, topic=self.topic)
-
-
-def read_view(path: str | Path) -> CorpusView:
-    """A corpus view from its JSON file (``CorpusView``: the attacker's documents and topic, and
-    the scoring truth: ``member_ids``, ``secrets``), as ``ragleak attack --view`` and a grid's
-    ``views`` take it."""
-    from pydantic import ValidationError
-
-    try:
-        return CorpusView.model_validate_json(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"corpus view file {path} does not exist") from exc
-    except (ValidationError, UnicodeDecodeError) as exc:
-        msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        raise ConfigError(f"{path}: not a corpus view: {msg}") from exc
 
 
 #: What became of one query. ``failed``: the call raised (dead endpoint, timeout, a prompt longer

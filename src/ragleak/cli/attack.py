@@ -104,7 +104,6 @@ def attack_command(
 ) -> None:
     """Run one attack and write its transcript (every query, answer, trace, error and the attack's state)."""
     from ragleak.attacks import ATTACKS
-    from ragleak.attacks.base import read_view
     from ragleak.config import load_stack_config
     from ragleak.files import atomic_write_text, check_output_file
     from ragleak.stack import Stack
@@ -118,7 +117,7 @@ def attack_command(
     check_output_file(out)  # before the first query: a bad --out must not cost the run its transcript
     attack_cls = ATTACKS.get(name)
     attack = attack_cls(**_params(params))
-    corpus_view = read_view(view) if view is not None else None
+    corpus_view = _read_view(view)
     cfg = load_stack_config(config) if config else load_stack_config()
     stack = Stack(cfg)  # the target's parts and the attack's own models (attacker LLM, encoder) alike
     if rebuild_cache:

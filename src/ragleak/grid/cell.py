@@ -25,7 +25,8 @@ import traceback
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from ragleak.attacks.base import CorpusView, Transcript, read_view
+from ragleak.attacks.base import CorpusView, Transcript
+from ragleak.attacks.views import read_view
 from ragleak.corpora import documents_digest, load_corpus
 from ragleak.corpora.chunking import chunk_documents
 from ragleak.defenses import defense_class

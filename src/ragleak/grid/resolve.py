@@ -94,7 +94,7 @@ class Resolver:
 
     def view(self, path: str) -> str:
         """The SHA-256 of a corpus view file, after checking that it is one."""
-        from ragleak.attacks.base import read_view
+        from ragleak.attacks.views import read_view
         from ragleak.files import sha256_file
 
         def check() -> str:
