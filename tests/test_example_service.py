@@ -110,7 +110,7 @@ def test_audit_the_example_service_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv("RAG_TOKEN", TOKEN)
     runs, leaked = {}, {}
     for name, mask in (("plain", False), ("masked", True)):
-        with served(service.build_app(docs, llm, top_k=1, max_tokens=64, mask=mask, token=TOKEN)) as base:
+        with served(service.build_app(docs, llm, top_k=2, max_tokens=96, mask=mask, token=TOKEN)) as base:
             grid = _grid_yaml(tmp_path, f"{base}/v1/chat/completions", planted, {"canary": manifest, "mi": mi_view})
             out = runs[name] = tmp_path / f"run-{name}"
             result = _cli(runner, "grid", "--config", str(grid), "--out", str(out), "--workers", "1",
