@@ -6,7 +6,7 @@ and load the copy into the service, ``ragleak mi view`` from two folders (member
 service as it is and again with its PII masking on, then ``report`` both runs and ``diff`` them.
 The report must list what leaked (corpus PII values, canaries) with the documents that hold it.
 
-Kept short: smollm2-135m, nine documents, seven queries per run. The plain service quotes its
+Kept short: smollm2-135m, nine documents, eight queries per run. The plain service quotes its
 PII-dense documents (names, e-mails, phone numbers, amounts), so PII leaks; whether a canary is
 among what the small model quotes is up to it, so the canaries are checked as listed when they
 leaked, and the masked service must never show more PII than the plain one (the same answers,
@@ -33,7 +33,7 @@ from served import served
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "tok-Yc3Mw8Fj5Rb0"
-EMAIL_GATE = "pii_leaks[EMAIL]>0"
+GATES = ("--fail-if", "pii_leaks[EMAIL]>0", "--fail-if", "pii_leaks[PHONE]>0")  # what the masking removes
 
 
 def _service_module():
@@ -95,10 +95,11 @@ def test_audit_the_example_service_end_to_end(tmp_path, monkeypatch):
     planted, manifest = tmp_path / "planted", tmp_path / "planted.canaries.json"
     _cli(runner, "canary", "plant", str(source), "--out", str(planted), "--n", "9", "--seed", "7")
     canaries = {c["secret"]: c["doc_id"] for c in json.loads(manifest.read_text())["canaries"]}
-    # 2. an MI view from two folders: a document the service holds, two it never saw
+    # 2. an MI view from two folders: two documents the service holds, two it never saw
     members = tmp_path / "members"
     members.mkdir()
-    shutil.copy(planted / "corp-0001.txt", members)
+    for held in ("corp-0002.txt", "corp-0003.txt"):
+        shutil.copy(planted / held, members)
     non_members = _write_folder(tmp_path / "non_members", documents[9:11])
     mi_view = tmp_path / "mi_view.json"
     _cli(runner, "mi", "view", "--members", str(members), "--non-members", str(non_members), "--out", str(mi_view))
@@ -114,7 +115,7 @@ def test_audit_the_example_service_end_to_end(tmp_path, monkeypatch):
             grid = _grid_yaml(tmp_path, f"{base}/v1/chat/completions", planted, {"canary": manifest, "mi": mi_view})
             out = runs[name] = tmp_path / f"run-{name}"
             result = _cli(runner, "grid", "--config", str(grid), "--out", str(out), "--workers", "1",
-                          "--fail-if", EMAIL_GATE, exit_code=None)
+                          *GATES, exit_code=None)
         records = {r.spec.attack: r for r in RunStore(out).records()}
         assert set(records) == {"ps", "canary", "mi"}
         for record in records.values():
@@ -123,16 +124,18 @@ def test_audit_the_example_service_end_to_end(tmp_path, monkeypatch):
         assert records["canary"].metrics["canary_recovery"].n == len(canaries)
         assert any(m.value is not None for k, m in records["mi"].metrics.items() if k.startswith("mi_"))
         leaked[name] = _leaked(records.values())
-        # the gate: exit 1 exactly when some cell released one of the corpus's e-mails
-        emails = any(t == "EMAIL" for t, _ in leaked[name])
-        assert result.exit_code == (1 if emails else 0), result.output
+        # the gates: exit 1 exactly when some cell released one of the corpus's e-mails or phone numbers
+        masked_types = {t for t, _ in leaked[name]} & {"EMAIL", "PHONE"}
+        assert result.exit_code == (1 if masked_types else 0), result.output
         for (kind, value), holders in leaked[name].items():
             assert holders and holders <= kb_ids, (kind, value, holders)
             if kind == "CANARY":
                 assert holders == {canaries[value]}
 
     # the plain service quotes its documents: corpus PII leaks; the masked one never shows an
-    # e-mail or phone number, and no PII value it shows is missing from the plain run
+    # e-mail or phone number, and no PII value it shows is missing from the plain run (the same
+    # greedy answers, filtered: on the reference machine the plain run leaks a phone number
+    # through an MI query and the masked one does not)
     assert leaked["plain"], "the plain service leaked nothing: the acceptance run proves nothing"
     assert not {t for t, _ in leaked["masked"]} & {"EMAIL", "PHONE"}
     assert set(leaked["masked"]) <= set(leaked["plain"])
