@@ -104,12 +104,13 @@ def test_models_lists_the_registry():
     assert rows["smollm2-135m"]["installed"]
 
 
-def _transcript_json(target: str, answers: list[str]) -> str:
+def _transcript_json(target: str, answers: list[str], stopped: str | None = None) -> str:
     from ragleak.attacks.base import QueryRecord, Transcript
 
     queries = [QueryRecord(index=i, query=f"question {i}?", answer=a) for i, a in enumerate(answers)]
     return Transcript(attack="ps", attack_version="1", threat_model="black-box", params={}, seed=0,
-                      budget=len(queries), target=target, exposes_retrieved_ids=False, queries=queries).to_json()
+                      budget=len(queries), target=target, exposes_retrieved_ids=False, queries=queries,
+                      stopped=stopped).to_json()
 
 
 def test_own_corpus_canary_plant_mi_view_and_score_with_gates(tmp_path, notes_dir):
@@ -145,6 +146,24 @@ def test_own_corpus_canary_plant_mi_view_and_score_with_gates(tmp_path, notes_di
     assert metrics["pii_leaks[EMAIL]"]["value"] == 1  # the canary e-mail is one of the corpus's e-mails now
     assert metrics["pii_leaks[PERSON]"]["value"] == 1  # Ingrid Pettersen, of a.txt
     assert [g["failed"] for g in out["gates"]] == [True, True]
+
+
+def test_score_counts_a_stopped_session_as_failed_not_measured(tmp_path, notes_dir):
+    from ragleak.grid.store import RunStore
+
+    transcript = tmp_path / "t.json"  # its answered queries all leaked, but the stop rule fired
+    transcript.write_text(_transcript_json("http://svc", ["Ingrid Pettersen founded it in 1874."],
+                                           stopped="stopped after 1 of 1 queries: 5 failures in a row"))
+    scored = ragleak("score", str(transcript), "--corpus", str(notes_dir), "--json", "--out", str(tmp_path / "run"),
+                     "--fail-if", "pii_leaks<100")
+    assert scored.returncode == 1, scored.stderr  # the gate read no measured cell: unchecked, not passed
+    out = json.loads(scored.stdout)
+    assert out["cells"][str(transcript)]["status"] == "failed"
+    assert out["gates"][0]["checked"] == 0 and out["gates"][0]["failed"]
+    [record] = RunStore(tmp_path / "run").records()
+    assert record.status == "failed" and "5 failures in a row" in record.error
+    plain = ragleak("score", str(transcript), "--corpus", str(notes_dir))
+    assert "failed, not a measurement: stopped after 1 of 1 queries" in plain.stdout
 
 
 def test_report_on_a_transcript_folder_prints_plain_tables_and_fails_its_gate(tmp_path, notes_dir):

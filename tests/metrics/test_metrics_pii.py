@@ -46,6 +46,12 @@ def test_corpus_values_are_found_per_type_with_their_documents():
     assert not any(t == "PHONE" and "41111111" in k for t, k in values)  # the card is not also a phone
 
 
+def test_a_long_e_mail_local_part_is_an_email_not_also_a_secret():
+    text = "Escalations: operator_4821_9f3a04af@acmetest-internal.canary (on call)."
+    values = {(v.type, v.key) for v in corpus_values([Passage(id="x#0", doc_id="x", text=text)])}
+    assert values == {("EMAIL", "operator_4821_9f3a04af@acmetest-internal.canary")}
+
+
 def test_leaks_match_across_formats_per_type_and_document():
     result = _score([
         ("who handles payroll?", "Contact DANA.WHITFIELD@orbisfreight.com or call 415-273-9981; salary 128450 USD."),

@@ -119,3 +119,40 @@ def _minimal(extra):
             "model_calls": 0, "cache_hit_rate": 0.0, "dedup": {"cells_with_identical_release": 0, "level_readings": 0},
             "table_one": [], "table_two": [], "levels": [], "excluded": {"failed": 0, "error": 0}, "guarantees": [],
             "cells_table": [], "errors": [], **extra}
+
+
+def test_report_html_shows_ca_dp_and_dp_retrieval_void_and_assumption_warnings_by_their_curves(tmp_path, corpus):
+    """Cells of both defenses recorded as a grid cell records them (``measured_record`` with the
+    defense's own guarantee), reported by ``build_report``: each card's VOID line, its assumptions
+    in words and its adjacency sit between the epsilon(T) heading and the guarantees table."""
+    from ragleak.grid.cell import measured_record
+    from ragleak.grid.spec import CellSpec, GridConfig
+    from ragleak.grid.store import RunStore
+    from ragleak.metrics.base import MetricContext
+
+    context, label, digest = scoring_context(corpus)
+    specs = [CellSpec(attack="ps", defense=d, corpus=label, epsilon=1.0, budget=1, corpus_digest=digest)
+             for d in ("ca-dp", "dp-retrieval")]
+    store = RunStore(tmp_path / "run")
+    store.init(GridConfig(name="void", attacks=["ps"], defenses=[s.defense for s in specs], corpora=[label],
+                          epsilons=[1.0]), specs)
+    for spec in specs:
+        defense = DEFENSES.get(spec.defense)(**spec.defense_kwargs())
+        transcript = _transcript(spec.defense, ["Nothing to say."])
+        store.write(measured_record(spec, transcript, MetricContext(context.passages, None, 0), defense, 0.5))
+    paths = build_report(tmp_path / "run")
+    summary = json.loads(Path(paths["summary"]).read_text())
+    page = Path(paths["report"]).read_text()
+    section = page[page.index("<h2 id='guarantees'>"):page.index("<th>grid eps</th>")]
+    for defense in ("ca-dp", "dp-retrieval"):
+        [card] = [w for w in summary["guarantee_warnings"] if w["defense"] == defense]
+        assert card["void"] and card["warnings"][0].startswith("VOID: ")
+        start = section.index(f"<b>{defense} ({card['epsilon_setting']})</b>")
+        assert section.index("<div class='fig'><svg") < start  # under the epsilon(T) plot
+        box = section[start:]
+        box = box[:box.index("</div>")]
+        assert "VOID: the DP claim covers which documents are retrieved" in box  # the answer-level boundary
+        assert "assumption &#x27;pool-covers-corpus&#x27;" in box and "assumption &#x27;one-unit-per-document&#x27; met" in box
+        assert "adjacency: substitution" in box
+        assert "{&#x27;name&#x27;" not in box  # an assumption in words, never a record's repr
+    assert "assumption &#x27;budget-scope&#x27; met: every query answered with retrieval is charged" in section

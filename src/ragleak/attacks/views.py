@@ -31,7 +31,7 @@ def read_view(path: Path) -> CorpusView:
     except FileNotFoundError as exc:
         raise ConfigError(f"corpus view file {path} does not exist") from exc
     except ValueError as exc:
-        raise ConfigError(f"{path}: not JSON ({exc})") from exc
+        raise ConfigError(f"{path}: not a corpus view or canary manifest (not JSON: {exc})") from exc
     try:
         if isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT:
             return CorpusView(secrets=CanaryManifest.model_validate(data).secrets)

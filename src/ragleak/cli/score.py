@@ -37,8 +37,8 @@ def score_command(
     """Compute every metric that applies to the transcripts (answered queries only) and print them."""
     from ragleak.attacks.views import read_view
     from ragleak.config import load_stack_config
+    from ragleak.grid.cell import transcript_status
     from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE
-    from ragleak.grid.store import QueryCounts
     from ragleak.grid.scored import score, scored, scoring_context, transcript_paths, write_run
     from ragleak.report.gates import check, parse_gates
     from ragleak.stack import Stack
@@ -55,18 +55,23 @@ def score_command(
         check_output_dir(out)
         write_run(out, items, context)
     rows = [{"label": item.spec.label, "cell_id": item.spec.cell_id,
-             "status": QueryCounts.of(item.transcript).status(DEFAULT_MIN_ANSWERED_SHARE),
+             "status": transcript_status(item.transcript, DEFAULT_MIN_ANSWERED_SHARE),
+             "stopped": item.transcript.stopped,
              "metrics": {k: r.value for k, r in results[str(item.path)].items()},
              "metric_n": {k: r.n for k, r in results[str(item.path)].items()}} for item in items]
     outcomes = check(gates, rows)
     if as_json:
         sys.stdout.write(json.dumps({"transcripts": {p: {k: r.model_dump(mode="json") for k, r in res.items()}
                                                      for p, res in results.items()},
+                                     "cells": {str(item.path): {"status": row["status"], "stopped": row["stopped"]}
+                                               for item, row in zip(items, rows)},
                                      "gates": [o.model_dump() | {"failed": o.failed} for o in outcomes],
                                      "out": None if out is None else str(out)}, indent=2) + "\n")
     else:
-        for item in items:
-            show(console, metric_results_table(f"{item.path} ({item.spec.defense})", results[str(item.path)]))
+        for item, row in zip(items, rows):
+            # a stopped session is a failed cell: its readings are shown, but no gate reads them
+            failed = f" - failed, not a measurement: {row['stopped']}" if row["status"] == "failed" else ""
+            show(console, metric_results_table(f"{item.path} ({item.spec.defense}){failed}", results[str(item.path)]))
         for o in outcomes:
             console.print(o.message, highlight=False, soft_wrap=True, markup=False)
         if out is not None:

@@ -158,6 +158,12 @@ def audit_record(policy: AuditPolicy, pipeline) -> dict:
             "audited_share": round((counts["generated"] + counts["cached"]) / calls, 4) if calls else None}
 
 
+def transcript_status(transcript: Transcript, min_share: float) -> str:
+    """The status a transcript's cell gets: ``failed`` when the session was stopped on sustained
+    errors (it measured too little to read, whatever share answered), else by its query counts."""
+    return "failed" if transcript.stopped else QueryCounts.of(transcript).status(min_share)
+
+
 def measured_record(spec: CellSpec, transcript: Transcript, context: MetricContext, defense: Defense | None,
                     min_share: float, transcript_digest: str | None = None) -> CellRecord:
     """The record of a cell whose attack ran: metrics over the answered queries, counts by outcome,
@@ -166,8 +172,7 @@ def measured_record(spec: CellSpec, transcript: Transcript, context: MetricConte
     after the fact (``grid.scored``), whose target's defense and guarantee are not known here."""
     counts = QueryCounts.of(transcript)
     stack = context.stack
-    # a session stopped on sustained errors measured too little to read, whatever share answered
-    status = "failed" if transcript.stopped else counts.status(min_share)
+    status = transcript_status(transcript, min_share)
     return CellRecord(
         cell_id=spec.cell_id, spec=spec, status=status, error=transcript.stopped,
         metrics=compute_metrics(transcript, context), counts=counts,

@@ -188,13 +188,25 @@ def guarantee_warnings(guarantees: list[dict[str, Any]]) -> list[dict[str, Any]]
         reason = card.get("void_reason")
         if card.get("void") and reason and not any(reason in w for w in lines):
             lines.insert(0, f"VOID: {reason}")
-        lines += [f"assumption: {a}" for a in (card.get("assumptions") or [])]
+        lines += [_assumption_line(a) for a in (card.get("assumptions") or [])
+                  if not (isinstance(a, dict) and any(f"'{a.get('name')}'" in w for w in lines))]
         adjacency = card.get("adjacency")
         if adjacency:
             lines.append(f"adjacency: {adjacency}")
         out.append({"defense": g["defense"], "epsilon_setting": g.get("epsilon_setting"),
                     "void": bool(card.get("void")), "warnings": lines})
     return out
+
+
+def _assumption_line(assumption: dict[str, Any] | str) -> str:
+    """One premise of the card's proof in words, with what this configuration's check found (a
+    card's assumptions are ``Assumption`` records; older summaries hold plain strings)."""
+    if not isinstance(assumption, dict):
+        return f"assumption: {assumption}"
+    met = assumption.get("met")
+    state = "met" if met is True else "VIOLATED" if met is False else "not checked"
+    detail = f"; checked: {assumption['detail']}" if assumption.get("detail") else ""
+    return f"assumption '{assumption.get('name', '?')}' {state}: {assumption.get('statement', '')}{detail}"
 
 
 def empty_states(summary: dict[str, Any], records: list[CellRecord]) -> dict[str, str]:
