@@ -132,12 +132,7 @@ class CallsMixin:
                                     f"`{snippet(node)}` changes the value", frame.at(node))
             return one("OTHER")
         if name in {"setattr"} and len(args) >= 2:
-            if kinds(args[0]) & {"ELEM", "FIELD"}:
-                self.finding("changed", f"`{snippet(node)}` changes an input record in place", frame.at(node), frame)
-            elif "GEN" in kinds(args[0]):
-                self.gen_changed = f"`{snippet(node)}` changes the generator's settings"
-                self.finding("changed", self.gen_changed, frame.at(node), frame)
-            return CONST_NONE
+            return self.set_attribute(args[0], node, frame)
         if name == "getattr" and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and \
                 node.args[0].id == "self" and isinstance(node.args[1], ast.Constant) and "self" in frame.env:
             return self.self_attr(str(node.args[1].value), frame, node)
@@ -146,16 +141,21 @@ class CallsMixin:
         callee = self.e_Name(ast.Name(id=name, ctx=ast.Load(), lineno=node.lineno), frame)
         return self.call_value(callee, name, args, kwargs, node, frame)
 
+    def set_attribute(self, target: Val, node: ast.Call, frame: Frame) -> Val:
+        """``setattr(x, ...)`` / ``object.__setattr__(x, ...)``: a change when ``x`` is an input
+        record or the generator."""
+        if kinds(target) & {"ELEM", "FIELD"}:
+            self.finding("changed", f"`{snippet(node)}` changes an input record in place", frame.at(node), frame)
+        elif "GEN" in kinds(target):
+            self.gen_changed = f"`{snippet(node)}` changes the generator's settings"
+            self.finding("changed", self.gen_changed, frame.at(node), frame)
+        return CONST_NONE
+
     def call_method(self, func: ast.Attribute, args, kwargs, node: ast.Call, frame: Frame) -> Val:
         attr = func.attr
         recv_node = func.value
         if isinstance(recv_node, ast.Name) and recv_node.id == "object" and attr == "__setattr__" and args:
-            if kinds(args[0]) & {"ELEM", "FIELD"}:
-                self.finding("changed", f"`{snippet(node)}` changes an input record in place", frame.at(node), frame)
-            elif "GEN" in kinds(args[0]):
-                self.gen_changed = f"`{snippet(node)}` changes the generator's settings"
-                self.finding("changed", self.gen_changed, frame.at(node), frame)
-            return CONST_NONE
+            return self.set_attribute(args[0], node, frame)
         if isinstance(recv_node, ast.Name) and recv_node.id == "self" and "self" in frame.env and self.scope:
             found = self.scope.find(attr)
             if found is not None and f"self.{attr}" not in frame.env:
