@@ -238,6 +238,12 @@ def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: 
                _td(f"VOID: {g['void_reason']}" if g.get("void") else
                    ", ".join(f"T={p['queries']}: {_num(p['eps'])}" for p in g["curve"]) or "no formal guarantee")]
               for g in summary["guarantees"]]
+    if g_rows:
+        # a card holds on its own release boundary; a box above may void the same card for the
+        # answers (a retrieval-only mechanism says nothing about generated text), and both are true
+        parts.append("<p class='sub'>Each epsilon(T) holds for what its boundary column names and nothing "
+                     "past it: a retrieval-only card shows values here for the retrieved ids while a box "
+                     "above says it is void for the answers.</p>")
     parts.append(_table(["defense", "grid eps", "unit", "scope", "boundary", "epsilon(T)"], g_rows) if g_rows else _warn(
         "no guarantee to show: no measured cell states one (a scored transcript does not say how its target was "
         "configured, so none is claimed for it)"))
