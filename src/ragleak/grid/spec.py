@@ -250,6 +250,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "corpora": ["synthetic-corp", "synthetic-email", "chatterbot-qa"],
         "modes": ["single", "multi"],
         "epsilons": [1.0, 5.0],
+        # the paper's shared extraction pool is 10 prompts (Pm: 10 conversations of 3 turns);
+        # without a budget a fixed-pool attack sends its whole 250-prompt pool
+        "budgets": {"ps": 10, "pm": 30},
         "attack_params": {"ps": GENERAL_POOL, "pm": GENERAL_POOL,
                           "deal": {"seed_pool": "shared-extraction", "seed_pool_version": "2"},
                           "mi": PAPER_MI},
