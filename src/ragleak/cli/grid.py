@@ -124,8 +124,12 @@ def grid_command(
 
 def eta_line(plan: dict) -> str:
     """The dry run's ETA: expected (observed answer lengths) and the upper bound (every decode to its cap)."""
-    return (f"ETA on one worker ~{plan['eta_s'] / 3600:.1f} h (expected), <= {plan['eta_upper_s'] / 3600:.1f} h "
+    return (f"ETA on one worker ~{duration(plan['eta_s'])} (expected), <= {duration(plan['eta_upper_s'])} "
             f"(upper bound at max_tokens)")
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
 
 def grid_with(grid, overrides: dict):

@@ -87,11 +87,13 @@ def count_prompt_tokens(passages: Sequence[Passage], stack: StackConfig, count: 
 
 
 class PromptTokenCounter:
-    """``PromptTokens`` of (corpus, corpus params, stack), memoised here and on disk."""
+    """``PromptTokens`` of (corpus, corpus params, stack), memoised here and on disk. ``count``
+    replaces the model's tokenizer (its counts are memoised in this object only)."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, count: Tokenizer | None = None) -> None:
         self.path = path or ragleak_home() / "plan-tokens.json"
-        self._disk: dict | None = None
+        self.count = count
+        self._disk: dict | None = {} if count is not None else None
         self._tokenizers: dict[str, Tokenizer | None] = {}
 
     def _stored(self) -> dict:
@@ -124,6 +126,10 @@ class PromptTokenCounter:
         except Exception as exc:  # noqa: BLE001 - a corpus that fails to load fails its cell, not the plan
             log.info("plan: corpus %s could not be loaded for token counts: %s", corpus, exc)
             return None
+        if self.count is not None:
+            tokens = count_prompt_tokens(passages, stack, self.count, "given")
+            self._stored()[key] = asdict(tokens)
+            return tokens
         if stack.model not in self._tokenizers:
             self._tokenizers[stack.model] = _vocab_tokenizer(stack.model)
         vocab = self._tokenizers[stack.model]
