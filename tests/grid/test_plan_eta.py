@@ -232,3 +232,30 @@ def test_the_cli_dry_run_prints_the_expected_eta_and_the_upper_bound(rates, tmp_
     assert plan["eta_basis"]["completions"]["used"][f"ps/target/{MODEL}"]["median"] == 7.0
     bad = runner.invoke(app, ["grid", "--config", str(grid), "--observe", str(run), "--out", str(tmp_path / "o")])
     assert bad.exit_code != 0 and "--dry-run" in str(bad.exception)
+
+
+def test_observed_calls_scale_the_expected_eta_and_never_lower_the_upper_bound(rates, tmp_path):
+    run, model_id = make_run(tmp_path, {"ikea": {"llm_max_tokens": 64}})
+    record = json.loads((run / "cells" / "c0.json").read_text())
+    # the cell sent 2 of its 4 queries and made 3 attacker calls (1.5 per query; 2 declared)
+    record.update(status="ok", counts={"queries": 2}, calls_by_role={"attacker": {"model_calls": 2, "cache_hits": 1}})
+    record["spec"]["budget"] = 4
+    (run / "cells" / "c0.json").write_text(json.dumps(record))
+    cache = GenerationCache(run / "generations.sqlite")
+    put(cache, model_id, "prompt of ikea", 256, 30)
+    put(cache, model_id, "an agent's prompt", 64, 12, prompt_tokens=200)
+    cache.close()
+    observed = observe(run)
+    assert observed.calls["ikea"].row() == {"attack": "ikea", "cells": 1, "queries_share": 0.5, "attacker_per_query": 1.5}
+    config = GridConfig(attacks=["ikea"], defenses=["none"], budget=4, attack_params={"ikea": {"llm_max_tokens": 64}},
+                        **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    stack_prompt = prompt_of(config, count)
+    plan = plan_summary(config, completions=observed, tokens=count)
+    target = stack_prompt / PREFILL + 30 / DECODE
+    attacker = 200 / PREFILL + 12 / DECODE
+    # expected: 2 of 4 queries sent, 1.5 attacker calls each; upper: all 4, at the declared 2
+    assert plan["eta_s"] == round(2 * target + 3 * attacker)
+    assert plan["eta_upper_s"] == round(4 * (stack_prompt / PREFILL + 256 / DECODE) + 8 * (200 / PREFILL + 64 / DECODE))
+    assert plan["model_calls"] == 4 * 3 and plan["model_calls_expected"] == 2 + 3
+    assert plan["eta_basis"]["completions"]["calls_used"]["ikea"]["queries_share"] == 0.5

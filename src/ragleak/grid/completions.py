@@ -15,6 +15,10 @@ equals the entry's ``max_tokens``, and left unattributed when no attack or sever
 run (or the target's own decoding) share that cap. Without a run, the plan reads the table
 measured on this project's runs (``data/plan/completions.v1.json``, its provenance inside).
 
+The finished cell records give, per attack, the share of its budget it really sent and its own
+LLM calls per target query (``AttackCalls``): the expected ETA scales by both, the upper bound
+keeps the full budget and the larger of the declared and observed calls.
+
 Each row keeps the median (what a typical call costs, as asked of the plan) and the mean: the
 ETA sums calls, so it prices them at the mean, which a few answers at the cap pull above the
 median.
@@ -27,7 +31,7 @@ import logging
 import sqlite3
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Literal
@@ -60,19 +64,37 @@ class CompletionStats:
 
 
 @dataclass(frozen=True)
+class AttackCalls:
+    """What an attack's cells really sent, from their records: the share of the budget it used
+    (an attack may stop early) and its own LLM calls per target query (RAG-Thief reflects only
+    on answers that yield a new chunk; IKEA's anchors come on top of its per-query calls)."""
+
+    attack: str
+    cells: int
+    queries_share: float | None  # sent / budget over cells with a budget; None: no cell had one
+    attacker_per_query: float
+
+    def row(self) -> dict:
+        return {"attack": self.attack, "cells": self.cells, "queries_share": self.queries_share,
+                "attacker_per_query": self.attacker_per_query}
+
+
+@dataclass(frozen=True)
 class CompletionTable:
-    """Observed completions by (attack, role, model), and where they come from."""
+    """Observed completions by (attack, role, model), calls by attack, and where they come from."""
 
     rows: dict[tuple[str, str, str], CompletionStats]
     source: str
     unattributed: int = 0  # cache entries no attack could be matched to
+    calls: dict[str, AttackCalls] = field(default_factory=dict)
 
     def get(self, attack: str, role: Role, model: str) -> CompletionStats | None:
         return self.rows.get((attack, role, model))
 
     def to_json(self) -> dict:
         return {"source": self.source, "unattributed": self.unattributed,
-                "rows": [s.row() for s in sorted(self.rows.values(), key=lambda s: (s.model, s.attack, s.role))]}
+                "rows": [s.row() for s in sorted(self.rows.values(), key=lambda s: (s.model, s.attack, s.role))],
+                "calls": [c.row() for _, c in sorted(self.calls.items())]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CompletionTable":
@@ -81,7 +103,11 @@ class CompletionTable:
         for r in data.get("rows", []):
             s = CompletionStats(**{k: v for k, v in r.items() if k in names})
             rows[(s.attack, s.role, s.model)] = s
-        return cls(rows, str(data.get("source", "?")), int(data.get("unattributed", 0)))
+        calls = {}
+        for r in data.get("calls", []):
+            c = AttackCalls(**{k: v for k, v in r.items() if k in AttackCalls.__dataclass_fields__})
+            calls[c.attack] = c
+        return cls(rows, str(data.get("source", "?")), int(data.get("unattributed", 0)), calls)
 
 
 def stored_table() -> CompletionTable:
@@ -91,7 +117,7 @@ def stored_table() -> CompletionTable:
 
 
 def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], source: str,
-              unattributed: int = 0) -> CompletionTable:
+              unattributed: int = 0, calls: dict[str, AttackCalls] | None = None) -> CompletionTable:
     """A table from (completion tokens, prompt tokens, stopped at the cap) samples per key."""
     rows = {}
     for (attack, role, model), values in samples.items():
@@ -104,7 +130,28 @@ def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], 
             completion_mean=round(statistics.fmean(completions), 1),
             prompt_median=float(statistics.median(p for _, p, _ in values)),
             at_cap=round(sum(1 for *_, cap in values if cap) / len(values), 3))
-    return CompletionTable(rows, source, unattributed)
+    return CompletionTable(rows, source, unattributed, calls or {})
+
+
+def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
+    """``AttackCalls`` per attack over the finished cell records of a run."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0, 0])  # cells, sent, budgeted sent, budget, agent
+    for cell in cells:
+        spec, counts = cell["spec"], cell.get("counts") or {}
+        sent = counts.get("queries")
+        if cell.get("status") not in ("ok", "partial") or not isinstance(sent, int) or sent <= 0:
+            continue
+        agent = (cell.get("calls_by_role") or {}).get("attacker") or {}
+        row = sums[spec["attack"]]
+        row[0] += 1
+        row[1] += sent
+        if spec.get("budget"):
+            row[2] += sent
+            row[3] += spec["budget"]
+        row[4] += agent.get("model_calls", 0) + agent.get("cache_hits", 0)
+    return {attack: AttackCalls(attack, int(n), round(budgeted / budget, 3) if budget else None,
+                                round(agent / sent, 3))
+            for attack, (n, sent, budgeted, budget, agent) in sums.items()}
 
 
 def _model_names() -> dict[str, str]:
@@ -168,7 +215,8 @@ def observe(run_dir: Path) -> CompletionTable:
     path = run_dir / "generations.sqlite"
     if not path.exists():
         raise ConfigError(f"--observe {run_dir}: no generations.sqlite there (is it a grid run folder?)")
-    prompts, caps, names = _trace_prompts(run_dir), _attacker_caps(_run_cells(run_dir)), _model_names()
+    cells = _run_cells(run_dir)
+    prompts, caps, names = _trace_prompts(run_dir), _attacker_caps(cells), _model_names()
     samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]] = defaultdict(list)
     unattributed = 0
     try:
@@ -194,4 +242,4 @@ def observe(run_dir: Path) -> CompletionTable:
             unattributed += 1
             continue
         samples[key].append((completion, prompt_tokens, completion >= max_tokens))
-    return summarise(samples, f"observed in {run_dir}", unattributed)
+    return summarise(samples, f"observed in {run_dir}", unattributed, attack_calls(cells))

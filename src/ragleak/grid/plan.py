@@ -26,8 +26,10 @@ The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the
   decoding as long as that attack's answers were observed to be (``grid.completions``: a run
   given with ``--observe``, else the table measured on this project's runs); an attacker call at
   its observed length, else at its decode cap (``StreamShape.attacker_max_tokens``); a voting
-  defense's sequences each at the target's price;
-* *upper bound*: the same prompts, every decode run to its cap (``max_tokens``).
+  defense's sequences each at the target's price; and, where the observations hold the attack's
+  cells, only the share of its budget it sent, with its observed attacker calls per query;
+* *upper bound*: the same prompts, every decode run to its cap (``max_tokens``), every query of
+  the budget sent, attacker calls at the larger of the declared and observed rate.
 
 ``eta_basis`` says which rates, prompt counts and completion observations each number rests on,
 and which (attack, role, model) had no observation (priced at the cap in both).
@@ -157,6 +159,7 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
         "model_calls": round(sum(s.model_calls for s in streams.values())),
         "generations": round(sum(s.generations for s in streams.values())),
         "audit": {"mode": config.audit, "fraction": config.audit_fraction},
+        "model_calls_expected": round(eta.expected_calls),
         "eta_s": expected, "eta_upper_s": upper, "eta_basis": basis,
         "plan": [c.label for c in cells],
     }
@@ -186,6 +189,8 @@ class EtaModel:
         self._used: dict[str, dict] = {}
         self._unobserved: set[str] = set()
         self._prompts: dict[str, dict] = {}
+        self._calls_used: dict[str, dict] = {}
+        self.expected_calls = 0.0
 
     def _prompt_tokens(self, cell: CellSpec) -> PromptTokens | None:
         stack = cell.stack
@@ -233,10 +238,29 @@ class EtaModel:
                                    completion_upper=attacker_cap)
         return target, attacker
 
+    def calls(self, s: CellEstimate) -> tuple[float, float, float, float]:
+        """(target-side, attacker) calls of stream ``s``: expected, then upper. Expected scales by
+        the share of its budget the attack was observed to send and uses its observed attacker
+        calls per query; the upper bound is the full budget at the larger of declared and observed."""
+        observed = self.completions.calls.get(s.cell.attack)
+        target = s.target_generations + s.sequences
+        if observed is None or s.queries == 0:
+            return target, s.attacker_calls, target, s.attacker_calls
+        self._calls_used[s.cell.attack] = observed.row()
+        share = min(observed.queries_share, 1.0) if observed.queries_share is not None else 1.0
+        declared = s.attacker_calls / s.queries
+        return (target * share, s.queries * share * observed.attacker_per_query,
+                target, s.queries * max(declared, observed.attacker_per_query))
+
     def __call__(self, streams: list[CellEstimate]) -> tuple[float | None, float | None, dict]:
         expected = upper = 0.0
         missing, rates = set(), {}
+        self.expected_calls = 0.0
         for s in streams:
+            t_calls, a_calls, t_calls_up, a_calls_up = self.calls(s)
+            # a voting defense's sequences are decoding work, not model calls
+            self.expected_calls += t_calls * s.target_generations / max(s.target_generations + s.sequences, 1e-9) \
+                + a_calls
             stack = s.cell.stack
             threads = stack.n_threads or 1
             speed = stored_speed(stack.model, threads)
@@ -248,13 +272,15 @@ class EtaModel:
             target, attacker = self.prices(s)
             t_exp, t_up = target.seconds(speed)
             a_exp, a_up = attacker.seconds(speed)
-            expected += (s.target_generations + s.sequences) * t_exp + s.attacker_calls * a_exp
-            upper += (s.target_generations + s.sequences) * t_up + s.attacker_calls * a_up
+            expected += t_calls * t_exp + a_calls * a_exp
+            upper += t_calls_up * t_up + a_calls_up * a_up
         basis: dict[str, Any] = {
             "rates": rates, "prompt_tokens": self._prompts,
             "completions": {"source": self.completions.source, "used": dict(sorted(self._used.items())),
-                            "unobserved_at_cap": sorted(self._unobserved)},
-            "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved); "
+                            "unobserved_at_cap": sorted(self._unobserved),
+                            "calls_used": dict(sorted(self._calls_used.items()))},
+            "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved), "
+                       "observed share of the budget sent and attacker calls per query (declared where unobserved); "
                        "upper bound: every decode to its cap; a voting defense's sequences at a target "
                        "generation's price; one worker, generation time only",
         }
