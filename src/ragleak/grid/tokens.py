@@ -6,7 +6,8 @@ of the corpus and the chunking, not of ``chunk_words``: synthetic-corp's documen
 (one short passage each) while a ``chunk_words`` of 120 would suggest twice that. So the estimate
 chunks the cell's real corpus as the stack does and counts the passages' tokens with the stack
 model's own tokenizer, loaded vocabulary-only through llama.cpp (~0.5 s, no weights). Without the
-model (not installed, llama-cpp-python absent) it counts words and converts them at
+model file on disk (not installed, or a chunked model not assembled yet: the dry run does not
+assemble it) or without llama-cpp-python it counts words and converts them at
 ``TOKENS_PER_WORD``, and says so.
 
 The count is cached per (corpus, its parameters, stack settings that shape a prompt) in
@@ -54,17 +55,33 @@ class PromptTokens:
         return self.frame_tokens + min(self.top_k, self.passages) * self.passage_tokens
 
 
+def present_model_file(model: str) -> Path | None:
+    """The model's GGUF file if it is already on disk; None rather than assembling a chunked
+    model (hundreds of MB copied and hashed: not what a dry run should cost)."""
+    from ragleak.rag.models import get_spec, package_dir
+
+    spec = get_spec(model)
+    if spec.layout == "file":
+        folder = package_dir(spec.modules[0])
+        path = folder / spec.filename if folder is not None else None
+    else:
+        path = ragleak_home() / "models" / spec.filename
+    return path if path is not None and path.exists() and path.stat().st_size == spec.size else None
+
+
 def _vocab_tokenizer(model: str) -> Tokenizer | None:
     """The model's tokenizer, loaded without weights (llama.cpp ``vocab_only``), or None."""
     try:
         import llama_cpp
         from llama_cpp._internals import LlamaModel  # the pinned llama-cpp-python's vocab-only loader
 
-        from ragleak.rag.models import model_path
-
+        path = present_model_file(model)
+        if path is None:
+            log.info("plan: %s is not assembled yet; counting words x %.2f", model, TOKENS_PER_WORD)
+            return None
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
-        vocab = LlamaModel(path_model=str(model_path(model)), params=params, verbose=False)
+        vocab = LlamaModel(path_model=str(path), params=params, verbose=False)
     except Exception as exc:  # noqa: BLE001 - any failure here only costs precision, and is reported
         log.info("plan: no tokenizer for %s (%s); counting words x %.2f", model, exc, TOKENS_PER_WORD)
         return None
