@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from ragleak.grid.completions import summarise
 from ragleak.grid.plan import plan_summary
+from ragleak.grid.tokens import PromptTokenCounter
 from ragleak.grid.spec import GridConfig
 from ragleak.rag.speed import save_speed, stored_speed
 
@@ -68,9 +70,11 @@ def test_eta_uses_the_stored_rates_and_says_when_it_has_none(tmp_path, monkeypat
     model = config.stack.model
     save_speed(model, {"threads": 1, "prefill_tok_s": 100.0, "decode_tok_s": 10.0})
     assert stored_speed(model, 1)["decode_tok_s"] == 10.0 and stored_speed(model, 2) is None
-    plan = plan_summary(config)
-    # per generation: (1.35 x top_k 5 x 120 words + 100) / 100 + 256 / 10 = 9.1 + 25.6 s; 3 generations
-    assert plan["eta_s"] == round(3 * (9.1 + 25.6))
+    count = PromptTokenCounter(tmp_path / "t.json", count=lambda text: len(text.split()))
+    prompt = count("synthetic-corp", {"n_docs": 12}, config.stack).prompt
+    plan = plan_summary(config, completions=summarise({}, "none"), tokens=count)
+    # per generation: the corpus's prompt / 100 + 256 / 10 s (no observed answer length: the cap); 3 generations
+    assert plan["eta_s"] == plan["eta_upper_s"] == round(3 * (prompt / 100 + 25.6))
 
 
 def test_the_cli_dry_run_takes_the_audit_options_and_checks_them(tmp_path):

@@ -283,6 +283,7 @@ class StreamShape(NamedTuple):
     mode_matters: bool  # the grid's mode axis reaches the queries (QuerySession.ask)
     carries_answers: bool  # a prompt holds earlier answers (a conversation's history)
     attacker_calls_per_query: float = 0.0  # the attack's own model calls per target query (estimate)
+    attacker_max_tokens: int | None = None  # the decode cap of those calls; None: the stack's max_tokens
 
 
 class AttackResult(BaseModel):

@@ -105,7 +105,8 @@ class Deal(LLMAttackMixin, Attack):
 
     def stream_shape(self, mode: SessionMode) -> StreamShape:
         # the optimizer writes n_candidates strings per call
-        return super().stream_shape(mode)._replace(attacker_calls_per_query=1.0 / self.params.n_candidates)
+        return super().stream_shape(mode)._replace(
+            attacker_calls_per_query=1.0 / self.params.n_candidates, attacker_max_tokens=self.params.optimizer_max_tokens)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         self.bind(ctx)

@@ -91,7 +91,8 @@ class Ikea(LLMAttackMixin, Attack):
 
     def stream_shape(self, mode: SessionMode) -> StreamShape:
         # per query: the LLM writes the questions, then proposes the mutation words
-        return super().stream_shape(mode)._replace(attacker_calls_per_query=2.0)
+        return super().stream_shape(mode)._replace(
+            attacker_calls_per_query=2.0, attacker_max_tokens=self.params.llm_max_tokens)
 
     def bind(self, ctx: RunContext) -> None:
         super().bind(ctx)

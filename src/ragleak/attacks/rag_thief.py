@@ -105,7 +105,8 @@ class RagThief(LLMAttackMixin, Attack):
 
     def stream_shape(self, mode: SessionMode) -> StreamShape:
         # at most one reflection per answer that yields a new chunk
-        return super().stream_shape(mode)._replace(attacker_calls_per_query=1.0)
+        return super().stream_shape(mode)._replace(
+            attacker_calls_per_query=1.0, attacker_max_tokens=self.params.reflection_max_tokens)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         self.bind(ctx)

@@ -37,6 +37,9 @@ def grid_command(
                               "never a metric; each cell record states it"),
     audit_fraction: Optional[float] = typer.Option(None, "--audit-fraction",
                                                    help="share of prompts --audit sample generates (default 0.1)"),
+    observe: Optional[Path] = typer.Option(None, "--observe", help="with --dry-run: price decoding at the answer "
+                                           "lengths observed in this earlier grid run's generation cache "
+                                           "(default: the lengths measured on this project's runs)"),
 ) -> None:
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.files import check_output_dir
@@ -50,6 +53,8 @@ def grid_command(
     gates = parse_gates(fail_if)  # a malformed gate fails before any cell runs
     if (preset is None) == (config is None):
         raise ConfigError("give exactly one of --preset or --config")
+    if observe is not None and not dry_run:
+        raise ConfigError("--observe is a --dry-run option")
     if not dry_run and out is None:
         raise ConfigError("--out is required unless --dry-run")
     grid = load_preset(preset) if preset else load_grid_config(config)
@@ -60,7 +65,10 @@ def grid_command(
     # digested before the run folder exists, so a bad config writes nothing
     cells = grid.expand()
     if dry_run:
-        plan = {**plan_summary(grid, cells), "budgets": budget_lines(grid, cells)}
+        from ragleak.grid.completions import observe as observed
+
+        completions = observed(observe) if observe is not None else None
+        plan = {**plan_summary(grid, cells, completions=completions), "budgets": budget_lines(grid, cells)}
         if as_json:
             sys.stdout.write(json.dumps(plan, indent=2) + "\n")
         else:
@@ -77,8 +85,13 @@ def grid_command(
             if plan["eta_s"] is None:
                 console.print(f"ETA: unknown ({plan['eta_basis']['hint']})")
             else:
-                console.print(f"ETA on one worker: {plan['eta_s'] / 3600:.1f} h (upper bound: every answer "
-                              f"decoded to max_tokens), at {plan['eta_basis']['rates']}", highlight=False)
+                console.print(eta_line(plan), highlight=False)
+                basis = plan["eta_basis"]
+                console.print(f"  at {basis['rates']}; prompts {basis['prompt_tokens']}; answer lengths "
+                              f"{basis['completions']['source']}", highlight=False)
+                if basis["completions"]["unobserved_at_cap"]:
+                    console.print(f"  no observed answer length (priced at the cap): "
+                                  f"{', '.join(basis['completions']['unobserved_at_cap'])}", highlight=False)
         return
     check_output_dir(out)
 
@@ -107,6 +120,16 @@ def grid_command(
                           soft_wrap=True)
         if any(g["failed"] for g in outcomes):
             raise typer.Exit(1)
+
+
+def eta_line(plan: dict) -> str:
+    """The dry run's ETA: expected (observed answer lengths) and the upper bound (every decode to its cap)."""
+    return (f"ETA on one worker ~{duration(plan['eta_s'])} (expected), <= {duration(plan['eta_upper_s'])} "
+            f"(upper bound at max_tokens)")
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
 
 def grid_with(grid, overrides: dict):

@@ -17,8 +17,22 @@ Estimates, stated as such: queries per cell are the budget (or the attack's defa
 cell's corpus); model calls are the target's plain generations, the attack's own calls per query
 (``StreamShape.attacker_calls_per_query``) and the audit's reference generations under the run's
 ``--audit`` policy; a voting defense decodes ``Defense.generation_cost()`` sequences per query.
-The ETA prices every generation at the stack's prompt length and at ``max_tokens`` of decoding
-(an upper bound: answers often stop earlier), at the rates ``ragleak models --bench`` measured.
+
+The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the stack's model:
+
+* *expected*: each target prompt as long as the cell's corpus really makes it (``grid.tokens``:
+  its passages tokenized by the model's tokenizer, ``top_k`` of them, the rendered system prompt
+  and template; a conversation's turn also carries on average one earlier question and answer),
+  decoding as long as that attack's answers were observed to be (``grid.completions``: a run
+  given with ``--observe``, else the table measured on this project's runs); an attacker call at
+  its observed length, else at its decode cap (``StreamShape.attacker_max_tokens``); a voting
+  defense's sequences each at the target's price; and, where the observations hold the attack's
+  cells, only the share of its budget it sent, with its observed attacker calls per query;
+* *upper bound*: the same prompts, every decode run to its cap (``max_tokens``), every query of
+  the budget sent, attacker calls at the larger of the declared and observed rate.
+
+``eta_basis`` says which rates, prompt counts and completion observations each number rests on,
+and which (attack, role, model) had no observation (priced at the cap in both).
 """
 
 from __future__ import annotations
@@ -29,17 +43,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragleak.attacks import ATTACKS
-from ragleak.attacks.base import Attack, StreamShape
+from ragleak.attacks.base import MULTI_TURNS, Attack, StreamShape
 from ragleak.corpora import load_corpus
 from ragleak.defenses import defense_class
 from ragleak.errors import RagleakError
+from ragleak.grid.completions import CompletionTable, stored_table
 from ragleak.grid.spec import CellSpec, GridConfig
+from ragleak.grid.tokens import QUERY_WORDS, TOKENS_PER_WORD, PromptTokenCounter, PromptTokens
 from ragleak.rag.speed import stored_speed
 
 log = logging.getLogger(__name__)
 
-TOKENS_PER_WORD = 1.35  # English words to Qwen/SmolLM tokens, measured on the built-in corpora
-PROMPT_OVERHEAD_TOKENS = 100  # system prompt, template and the query
+PROMPT_OVERHEAD_TOKENS = 100  # system prompt, template and the query, when the corpus cannot be read
+# a conversation's turn t (0-based, MULTI_TURNS per conversation) carries t earlier turns: on average
+HISTORY_TURNS = (MULTI_TURNS - 1) / 2
 
 
 def stream_kind(shape: StreamShape) -> str:
@@ -88,6 +105,11 @@ class CellEstimate:
     queries: int
     model_calls: float
     generations: float  # plain generations' worth of decoding
+    target_generations: float = 0.0  # plain target generations (audit references included)
+    sequences: float = 0.0  # sequences a voting defense decodes (Defense.generation_cost per query)
+    attacker_calls: float = 0.0
+    attacker_max_tokens: int | None = None  # None: the stack's max_tokens
+    carries_answers: bool = False
 
 
 class Estimator:
@@ -103,15 +125,20 @@ class Estimator:
         defense = defense_class(cell.defense)(**cell.defense_kwargs())
         queries = self._queries(cell, attack)
         own = defense.overrides("generate")
-        calls = queries * ((self.references if own else 1.0) + shape.attacker_calls_per_query)
-        work = calls + (queries * defense.generation_cost() if own else 0.0)
-        return CellEstimate(cell, stream_key(cell, shape), stream_kind(shape), queries, calls, work)
+        target = queries * (self.references if own else 1.0)
+        attacker = queries * shape.attacker_calls_per_query
+        sequences = queries * defense.generation_cost() if own else 0.0
+        return CellEstimate(cell, stream_key(cell, shape), stream_kind(shape), queries, target + attacker,
+                            target + attacker + sequences, target, sequences, attacker,
+                            shape.attacker_max_tokens, shape.carries_answers)
 
 
-def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dict:
+def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
+                 completions: CompletionTable | None = None, tokens: PromptTokenCounter | None = None) -> dict:
     """What a dry run prints: the cells; the distinct generation streams, overall and per attack
     kind (adaptive or fixed queries, single prompts or prompts carrying answers); the model calls
-    and generation work of those streams; and an ETA where this machine's rates are known."""
+    and generation work of those streams; and an ETA where this machine's rates are known
+    (expected, from ``completions`` - default: the stored table - and an upper bound)."""
     cells = config.expand() if cells is None else cells
     estimate = Estimator(config.audit, config.audit_fraction)
     streams: dict[tuple, CellEstimate] = {}
@@ -122,7 +149,8 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dic
         if e.key not in streams:
             kinds[e.kind]["streams"] += 1
             streams[e.key] = e
-    eta, basis = _eta(list(streams.values()))
+    eta = EtaModel(completions if completions is not None else stored_table(), tokens or PromptTokenCounter())
+    expected, upper, basis = eta(list(streams.values()))
     return {
         "cells": len(cells), "distinct_generation_streams": len(streams),
         "shared_by_cache": len(cells) - len(streams),
@@ -131,30 +159,133 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None) -> dic
         "model_calls": round(sum(s.model_calls for s in streams.values())),
         "generations": round(sum(s.generations for s in streams.values())),
         "audit": {"mode": config.audit, "fraction": config.audit_fraction},
-        "eta_s": eta, "eta_basis": basis,
+        "model_calls_expected": round(eta.expected_calls),
+        "eta_s": expected, "eta_upper_s": upper, "eta_basis": basis,
         "plan": [c.label for c in cells],
     }
 
 
-def _eta(streams: list[CellEstimate]) -> tuple[float | None, dict]:
-    """Seconds on one worker for ``streams`` at the stored rates of their models, or None (with
-    the models that have no measurement)."""
-    total, missing, rates = 0.0, set(), {}
-    for s in streams:
-        stack = s.cell.stack
-        threads = stack.n_threads or 1
-        speed = stored_speed(stack.model, threads)
-        if speed is None:
-            missing.add(stack.model)
-            continue
-        rates[f"{stack.model}@{threads}"] = {k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at")
-                                             if k in speed}
-        prompt = TOKENS_PER_WORD * stack.top_k * stack.chunk_words + PROMPT_OVERHEAD_TOKENS
-        per_generation = prompt / speed["prefill_tok_s"] + stack.decoding.max_tokens / speed["decode_tok_s"]
-        total += s.generations * per_generation
-    basis = {"rates": rates, "assumes": "each generation: the stack's full prompt, max_tokens decoded (upper bound)"}
-    if missing:
-        basis["missing"] = sorted(missing)
-        basis["hint"] = "measure this machine's rates with `ragleak models --bench` (threads 1 for grid workers)"
-        return None, basis
-    return round(total), basis
+@dataclass(frozen=True)
+class GenerationPrice:
+    """Tokens of one generation: prompt and decoded, expected and at the caps."""
+
+    prompt: float
+    completion: float
+    prompt_upper: float
+    completion_upper: float
+
+    def seconds(self, speed: dict) -> tuple[float, float]:
+        prefill, decode = speed["prefill_tok_s"], speed["decode_tok_s"]
+        return (self.prompt / prefill + self.completion / decode,
+                self.prompt_upper / prefill + self.completion_upper / decode)
+
+
+class EtaModel:
+    """Seconds on one worker for a plan's streams (see the module docstring)."""
+
+    def __init__(self, completions: CompletionTable, tokens: PromptTokenCounter) -> None:
+        self.completions = completions
+        self.tokens = tokens
+        self._used: dict[str, dict] = {}
+        self._unobserved: set[str] = set()
+        self._prompts: dict[str, dict] = {}
+        self._calls_used: dict[str, dict] = {}
+        self.expected_calls = 0.0
+
+    def _prompt_tokens(self, cell: CellSpec) -> PromptTokens | None:
+        stack = cell.stack
+        counted = self.tokens(cell.corpus, cell.corpus_params, stack)
+        label = f"{cell.corpus}{cell.corpus_params or ''}@{stack.model}"
+        if counted is not None and label not in self._prompts:
+            self._prompts[label] = {"prompt_tokens": round(counted.prompt), "passages": counted.passages,
+                                    "passage_tokens": round(counted.passage_tokens, 1), "top_k": counted.top_k,
+                                    "frame_tokens": counted.frame_tokens, "tokenizer": counted.tokenizer}
+        return counted
+
+    def _completion(self, attack: str, role: str, model: str, cap: int) -> float:
+        """Expected decoded tokens: the observed mean (never above ``cap``), else ``cap``."""
+        stats = self.completions.get(attack, role, model)  # type: ignore[arg-type]
+        label = f"{attack}/{role}/{model}"
+        if stats is None:
+            self._unobserved.add(label)
+            return float(cap)
+        self._used[label] = {"median": stats.completion_median, "mean": stats.completion_mean, "n": stats.n,
+                             "at_cap": stats.at_cap}
+        return min(stats.completion_mean, float(cap))
+
+    def prices(self, s: CellEstimate) -> tuple[GenerationPrice, GenerationPrice]:
+        """(a target generation, an attacker call) of stream ``s``."""
+        cell, stack = s.cell, s.cell.stack
+        cap = stack.decoding.max_tokens
+        counted = self._prompt_tokens(cell)
+        if counted is None:
+            base = TOKENS_PER_WORD * stack.top_k * stack.chunk_words + PROMPT_OVERHEAD_TOKENS
+            frame, query = float(PROMPT_OVERHEAD_TOKENS), QUERY_WORDS * TOKENS_PER_WORD
+        else:
+            base, frame = counted.prompt, float(counted.frame_tokens)
+            query = QUERY_WORDS * TOKENS_PER_WORD  # an earlier question in the history
+        answer = self._completion(cell.attack, "target", stack.model, cap)
+        history = HISTORY_TURNS if s.carries_answers else 0.0
+        target = GenerationPrice(prompt=base + history * (query + answer), completion=answer,
+                                 prompt_upper=base + history * (query + cap), completion_upper=cap)
+        attacker_cap = s.attacker_max_tokens or cap
+        stats = self.completions.get(cell.attack, "attacker", stack.model) if s.attacker_calls else None
+        own = self._completion(cell.attack, "attacker", stack.model, attacker_cap) if s.attacker_calls else 0.0
+        # an agent's prompt: its instructions (about a system prompt's length) and the answer it reads
+        prompt = stats.prompt_median if stats is not None else frame + answer
+        attacker = GenerationPrice(prompt=prompt, completion=own,
+                                   prompt_upper=prompt if stats is not None else frame + cap,
+                                   completion_upper=attacker_cap)
+        return target, attacker
+
+    def calls(self, s: CellEstimate) -> tuple[float, float, float, float]:
+        """(target-side, attacker) calls of stream ``s``: expected, then upper. Expected scales by
+        the share of its budget the attack was observed to send and uses its observed attacker
+        calls per query; the upper bound is the full budget at the larger of declared and observed."""
+        observed = self.completions.calls.get(s.cell.attack)
+        target = s.target_generations + s.sequences
+        if observed is None or s.queries == 0:
+            return target, s.attacker_calls, target, s.attacker_calls
+        self._calls_used[s.cell.attack] = observed.row()
+        share = min(observed.queries_share, 1.0) if observed.queries_share is not None else 1.0
+        declared = s.attacker_calls / s.queries
+        return (target * share, s.queries * share * observed.attacker_per_query,
+                target, s.queries * max(declared, observed.attacker_per_query))
+
+    def __call__(self, streams: list[CellEstimate]) -> tuple[float | None, float | None, dict]:
+        expected = upper = 0.0
+        missing, rates = set(), {}
+        self.expected_calls = 0.0
+        for s in streams:
+            t_calls, a_calls, t_calls_up, a_calls_up = self.calls(s)
+            # a voting defense's sequences are decoding work, not model calls
+            self.expected_calls += t_calls * s.target_generations / max(s.target_generations + s.sequences, 1e-9) \
+                + a_calls
+            stack = s.cell.stack
+            threads = stack.n_threads or 1
+            speed = stored_speed(stack.model, threads)
+            if speed is None:
+                missing.add(stack.model)
+                continue
+            rates[f"{stack.model}@{threads}"] = {k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at")
+                                                 if k in speed}
+            target, attacker = self.prices(s)
+            t_exp, t_up = target.seconds(speed)
+            a_exp, a_up = attacker.seconds(speed)
+            expected += t_calls * t_exp + a_calls * a_exp
+            upper += t_calls_up * t_up + a_calls_up * a_up
+        basis: dict[str, Any] = {
+            "rates": rates, "prompt_tokens": self._prompts,
+            "completions": {"source": self.completions.source, "used": dict(sorted(self._used.items())),
+                            "unobserved_at_cap": sorted(self._unobserved),
+                            "calls_used": dict(sorted(self._calls_used.items()))},
+            "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved), "
+                       "observed share of the budget sent and attacker calls per query (declared where unobserved); "
+                       "upper bound: every decode to its cap; a voting defense's sequences at a target "
+                       "generation's price; one worker, generation time only",
+        }
+        if missing:
+            basis["missing"] = sorted(missing)
+            basis["hint"] = "measure this machine's rates with `ragleak models --bench` (threads 1 for grid workers)"
+            return None, None, basis
+        return round(expected), round(upper), basis

@@ -113,7 +113,8 @@ class KnowledgeAsymmetryAttack(Attack):
 
     def stream_shape(self, mode: SessionMode) -> StreamShape:
         # the standard LLM answers every query without retrieval (the refinement is adaptive)
-        return super().stream_shape(mode)._replace(attacker_calls_per_query=1.0)
+        return super().stream_shape(mode)._replace(
+            attacker_calls_per_query=1.0, attacker_max_tokens=self.params.standard_max_tokens)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p: AsymmetryParams = self.params  # type: ignore[assignment]

@@ -1,0 +1,119 @@
+"""Does the dry run's plan hold? Predicted model calls and ETA against a real run of the same grid.
+
+Runs a small real grid (PS and MI on synthetic-corp, no defense and dp-retrieval, the default
+model, one worker, one llama.cpp thread) and compares what ``plan_summary`` predicted before the
+run with what the run measured:
+
+* model calls: the plan's count against the cell records' ``model_calls``;
+* time: the plan's expected ETA and its upper bound against the run's generation time (the sum of
+  the cells' ``timings.generation_s``, what the ETA prices) and its wall time, as ratios;
+* the ETA today's formula gave (every prompt ``1.35 x top_k x chunk_words + 100`` tokens, every
+  answer ``max_tokens``), on the same rates, for comparison.
+
+The rates are measured in this process just before the run (and again after it: the machine is
+shared, so both are reported); the prediction uses the first. The expected ETA uses the stored
+completion table (measured on other attacks' runs on synthetic-email: out of sample here) and,
+separately, the run's own observations (``--observe``: in sample, the estimator's best case).
+
+    PYTHONPATH=src RAGLEAK_THREADS=1 nice -n 15 .venv/bin/python benchmarks/bench_plan.py [--budget 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+from ragleak.grid import plan as plan_module
+from ragleak.grid.completions import observe
+from ragleak.grid.plan import plan_summary
+from ragleak.grid.runner import run_grid
+from ragleak.grid.spec import GENERAL_POOL, grid_from_dict
+from ragleak.rag.models import DEFAULT_MODEL
+from ragleak.rag.speed import measure_speed
+
+OUT = Path(__file__).resolve().parent / "results" / f"bench_plan-{date.today().isoformat()}.json"
+
+
+def config(budget: int):
+    return grid_from_dict({
+        "name": "bench-plan", "attacks": ["ps", "mi"], "defenses": ["none", "dp-retrieval"],
+        "corpora": ["synthetic-corp"], "modes": ["single"], "epsilons": [1.0], "budget": budget, "audit": "off",
+        "attack_params": {"ps": GENERAL_POOL, "mi": {"n_members": 2, "n_nonmembers": 2, "kb_size": 10}},
+        "corpus_params": {"synthetic-corp": {"n_docs": 30}},
+        "stack": {"n_threads": 1},
+    })
+
+
+def old_eta(plan: dict, grid, speed: dict) -> float:
+    """Today's formula before this change: a guessed prompt length, every answer at max_tokens."""
+    s = grid.stack
+    prompt = 1.35 * s.top_k * s.chunk_words + 100
+    return plan["generations"] * (prompt / speed["prefill_tok_s"] + s.decoding.max_tokens / speed["decode_tok_s"])
+
+
+def predict(grid, speed: dict, completions=None) -> dict:
+    original = plan_module.stored_speed
+    plan_module.stored_speed = lambda model, threads=1: speed  # this run's rates, not the home's file
+    try:
+        return plan_summary(grid, completions=completions)
+    finally:
+        plan_module.stored_speed = original
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=int, default=4)
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    grid = config(args.budget)
+    before = measure_speed(DEFAULT_MODEL, n_threads=1)
+    t0 = time.perf_counter()
+    plan = predict(grid, before)
+    plan_s = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        t0 = time.perf_counter()
+        state = run_grid(grid, run_dir, workers=1)
+        wall = time.perf_counter() - t0
+        cells = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((run_dir / "cells").glob("*.json"))]
+        observed = observe(run_dir)
+        in_sample = predict(grid, before, completions=observed)
+    after = measure_speed(DEFAULT_MODEL, n_threads=1)
+    generation_s = sum(c["timings"].get("generation_s") or 0.0 for c in cells)
+    measured_calls = sum(c["model_calls"] for c in cells)
+    legacy = old_eta(plan, grid, before)
+
+    def ratios(p: dict) -> dict:
+        return {"eta_expected_s": p["eta_s"], "eta_upper_s": p["eta_upper_s"],
+                "expected_over_generation_s": round(p["eta_s"] / generation_s, 3),
+                "upper_over_generation_s": round(p["eta_upper_s"] / generation_s, 3),
+                "expected_over_wall_s": round(p["eta_s"] / wall, 3)}
+
+    report = {
+        "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
+        "grid": {"attacks": grid.attacks, "defenses": grid.defenses, "corpora": grid.corpora, "budget": args.budget,
+                 "model": grid.stack.model, "threads": 1, "workers": 1},
+        "rates": {"before": before, "after": after},
+        "run": {"cells": state.total, "errors": state.errors, "failed": state.failed, "wall_s": round(wall, 1),
+                "generation_s": round(generation_s, 1), "model_calls": measured_calls,
+                "cache_hits": state.cache_hits, "observed": observed.to_json()},
+        "plan": {"seconds": round(plan_s, 2), "streams": plan["distinct_generation_streams"],
+                 "model_calls": plan["model_calls"], "prompt_tokens": plan["eta_basis"]["prompt_tokens"],
+                 "completions": plan["eta_basis"]["completions"]},
+        "model_calls_ratio": round(plan["model_calls"] / measured_calls, 3) if measured_calls else None,
+        "stored_table": ratios(plan),
+        "observed_in_sample": ratios(in_sample),
+        "old_formula": {"eta_s": round(legacy), "over_generation_s": round(legacy / generation_s, 3)},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Measure the completion lengths the dry-run's expected ETA uses, and write them as the table
+shipped with the package (``src/ragleak/data/plan/completions.v1.json``).
+
+Runs a small real grid (the paper's attacks with their paper parameters, no defense, the default
+model, one thread, small budgets) on synthetic-email, then reads its generation cache with
+``grid.completions.observe``. Further run folders (``--also RUN_DIR``) add their observations;
+``--observe-only`` reads a run stopped early (its finished cells) without running the rest.
+
+    PYTHONPATH=src RAGLEAK_THREADS=1 nice -n 15 .venv/bin/python benchmarks/plan_completions.py \
+        [--budget 4] [--run-dir DIR] [--observe-only] [--also RUN_DIR ...]
+
+The shipped table of 2026-12-04 was made with ``--observe-only`` on this grid stopped after its
+IKEA and RAG-Thief cells (a shared machine at load 12 decoded ~0.1 tokens/s), plus the finished
+cells of two reproduction runs then in progress (PS on synthetic-corp and synthetic-email under
+the paper's six defenses, budget 10; the canary protocol on synthetic-email). MI, PM and DEAL
+have no row there: the plan prices them at their caps and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ragleak.grid.completions import TABLE, CompletionTable, observe
+from ragleak.grid.runner import run_grid
+from ragleak.grid.spec import GENERAL_POOL, grid_from_dict
+
+OUT = Path(__file__).resolve().parents[1] / "src" / "ragleak" / "data" / "plan" / TABLE
+
+
+def config(budget: int):
+    return grid_from_dict({
+        "name": "plan-completions", "attacks": ["ps", "pm", "mi", "ikea", "rag-thief", "deal"], "defenses": ["none"],
+        "corpora": ["synthetic-email"], "modes": ["single"], "epsilons": [1.0], "budget": budget, "audit": "off",
+        "attack_params": {"ps": GENERAL_POOL, "pm": GENERAL_POOL,
+                          "deal": {"seed_pool": "shared-extraction", "seed_pool_version": "2"},
+                          "mi": {"n_members": 2, "n_nonmembers": 2, "kb_size": 20}},
+        "corpus_params": {"synthetic-email": {"n_docs": 60}},
+    })
+
+
+def named(table: CompletionTable, run_dir: Path) -> CompletionTable:
+    """``table`` with its source named by the run's grid (its folder is machine-specific)."""
+    try:
+        name = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))["config"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        name = run_dir.name
+    return CompletionTable(table.rows, f"grid run {name!r}", table.unattributed, table.calls)
+
+
+def merge(tables: list[CompletionTable]) -> dict:
+    """One table: per key, the table with the most observations wins (medians do not add up)."""
+    best: dict[tuple, dict] = {}
+    for table in tables:
+        for row in table.to_json()["rows"]:
+            key = (row["attack"], row["role"], row["model"])
+            if key not in best or row["n"] > best[key]["n"]:
+                best[key] = {**row, "from": table.source}
+    calls: dict[str, dict] = {}
+    for table in tables:
+        for row in table.to_json()["calls"]:
+            if row["attack"] not in calls or row["cells"] > calls[row["attack"]]["cells"]:
+                calls[row["attack"]] = {**row, "from": table.source}
+    return {"rows": sorted(best.values(), key=lambda r: (r["model"], r["attack"], r["role"])),
+            "calls": [calls[a] for a in sorted(calls)]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=int, default=4)
+    ap.add_argument("--run-dir", type=Path, default=Path("/tmp/ragleak-plan-completions"))
+    ap.add_argument("--also", type=Path, action="append", default=[])
+    ap.add_argument("--observe-only", action="store_true",
+                    help="read --run-dir as it is (a run stopped early: its finished cells) instead of running it")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    state = None if args.observe_only else run_grid(config(args.budget), args.run_dir, workers=1)
+    wall = time.perf_counter() - t0
+    tables = [named(observe(d), d) for d in [args.run_dir, *args.also]]
+    merged = merge(tables)
+    counts = defaultdict(int)
+    for row in merged["rows"]:
+        counts[row["role"]] += row["n"]
+    data = {
+        "source": (f"measured by benchmarks/plan_completions.py on {datetime.now(timezone.utc).date()} from "
+                   + ", ".join(t.source for t in tables) + " (default model, greedy, 1 thread)"),
+        "unattributed": sum(t.unattributed for t in tables),
+        "run": {"observed": dict(counts), **({} if state is None else {
+            "cells": state.total, "errors": state.errors, "model_calls": state.model_calls, "wall_s": round(wall, 1)})},
+        **merged,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(data, indent=1))
+
+
+if __name__ == "__main__":
+    main()

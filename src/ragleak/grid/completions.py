@@ -1,0 +1,245 @@
+"""How long the answers of each attack really are, for the dry-run's expected ETA.
+
+Decoding dominates a grid's time (95% of its profile samples are llama.cpp decode) and an answer
+rarely runs to ``max_tokens``: a prompt-stealing answer may repeat a whole context, a membership
+probe's is a sentence. So the plan prices decoding at completion lengths observed per (attack,
+role, model), where role is ``target`` (the audited pipeline's answers) or ``attacker`` (an agent
+attack's own LLM calls), and keeps ``max_tokens`` only as the upper bound.
+
+Observations come from a run folder's generation cache (``observe(run_dir)``): each entry holds
+its exact rendered prompt and the ``Generation`` with its token counts. A target entry is
+attributed to its attack by matching that prompt to a prompt some cell's transcript recorded in
+its trace; an entry no trace shows (an attacker call, a voter's sequence) is attributed to the
+one attack of the run whose declared attacker decode cap (``StreamShape.attacker_max_tokens``)
+equals the entry's ``max_tokens``, and left unattributed when no attack or several attacks of the
+run (or the target's own decoding) share that cap. Without a run, the plan reads the table
+measured on this project's runs (``data/plan/completions.v1.json``, its provenance inside).
+
+The finished cell records give, per attack, the share of its budget it really sent and its own
+LLM calls per target query (``AttackCalls``): the expected ETA scales by both, the upper bound
+keeps the full budget and the larger of the declared and observed calls.
+
+Each row keeps the median (what a typical call costs, as asked of the plan) and the mean: the
+ETA sums calls, so it prices them at the mean, which a few answers at the cap pull above the
+median.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Literal
+
+from ragleak.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+Role = Literal["target", "attacker"]
+TABLE = "completions.v1.json"
+
+
+@dataclass(frozen=True)
+class CompletionStats:
+    """Observed token counts of one (attack, role, model)'s generations."""
+
+    attack: str
+    role: Role
+    model: str
+    n: int
+    completion_median: float
+    completion_mean: float
+    prompt_median: float
+    at_cap: float  # share of them that stopped at max_tokens
+
+    def row(self) -> dict:
+        return {"attack": self.attack, "role": self.role, "model": self.model, "n": self.n,
+                "completion_median": self.completion_median, "completion_mean": self.completion_mean,
+                "prompt_median": self.prompt_median, "at_cap": self.at_cap}
+
+
+@dataclass(frozen=True)
+class AttackCalls:
+    """What an attack's cells really sent, from their records: the share of the budget it used
+    (an attack may stop early) and its own LLM calls per target query (RAG-Thief reflects only
+    on answers that yield a new chunk; IKEA's anchors come on top of its per-query calls)."""
+
+    attack: str
+    cells: int
+    queries_share: float | None  # sent / budget over cells with a budget; None: no cell had one
+    attacker_per_query: float
+
+    def row(self) -> dict:
+        return {"attack": self.attack, "cells": self.cells, "queries_share": self.queries_share,
+                "attacker_per_query": self.attacker_per_query}
+
+
+@dataclass(frozen=True)
+class CompletionTable:
+    """Observed completions by (attack, role, model), calls by attack, and where they come from."""
+
+    rows: dict[tuple[str, str, str], CompletionStats]
+    source: str
+    unattributed: int = 0  # cache entries no attack could be matched to
+    calls: dict[str, AttackCalls] = field(default_factory=dict)
+
+    def get(self, attack: str, role: Role, model: str) -> CompletionStats | None:
+        return self.rows.get((attack, role, model))
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "unattributed": self.unattributed,
+                "rows": [s.row() for s in sorted(self.rows.values(), key=lambda s: (s.model, s.attack, s.role))],
+                "calls": [c.row() for _, c in sorted(self.calls.items())]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CompletionTable":
+        rows = {}
+        names = CompletionStats.__dataclass_fields__
+        for r in data.get("rows", []):
+            s = CompletionStats(**{k: v for k, v in r.items() if k in names})
+            rows[(s.attack, s.role, s.model)] = s
+        calls = {}
+        for r in data.get("calls", []):
+            c = AttackCalls(**{k: v for k, v in r.items() if k in AttackCalls.__dataclass_fields__})
+            calls[c.attack] = c
+        return cls(rows, str(data.get("source", "?")), int(data.get("unattributed", 0)), calls)
+
+
+def stored_table() -> CompletionTable:
+    """The completion lengths measured on this project's runs (shipped with the package)."""
+    text = resources.files("ragleak").joinpath("data", "plan", TABLE).read_text(encoding="utf-8")
+    return CompletionTable.from_json(json.loads(text))
+
+
+def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], source: str,
+              unattributed: int = 0, calls: dict[str, AttackCalls] | None = None) -> CompletionTable:
+    """A table from (completion tokens, prompt tokens, stopped at the cap) samples per key."""
+    rows = {}
+    for (attack, role, model), values in samples.items():
+        if not values:
+            continue
+        completions = [c for c, _, _ in values]
+        rows[(attack, role, model)] = CompletionStats(
+            attack=attack, role=role, model=model, n=len(values),  # type: ignore[arg-type]
+            completion_median=float(statistics.median(completions)),
+            completion_mean=round(statistics.fmean(completions), 1),
+            prompt_median=float(statistics.median(p for _, p, _ in values)),
+            at_cap=round(sum(1 for *_, cap in values if cap) / len(values), 3))
+    return CompletionTable(rows, source, unattributed, calls or {})
+
+
+def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
+    """``AttackCalls`` per attack over the finished cell records of a run."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0, 0])  # cells, sent, budgeted sent, budget, agent
+    for cell in cells:
+        spec, counts = cell["spec"], cell.get("counts") or {}
+        sent = counts.get("queries")
+        if cell.get("status") not in ("ok", "partial") or not isinstance(sent, int) or sent <= 0:
+            continue
+        agent = (cell.get("calls_by_role") or {}).get("attacker") or {}
+        row = sums[spec["attack"]]
+        row[0] += 1
+        row[1] += sent
+        if spec.get("budget"):
+            row[2] += sent
+            row[3] += spec["budget"]
+        row[4] += agent.get("model_calls", 0) + agent.get("cache_hits", 0)
+    return {attack: AttackCalls(attack, int(n), round(budgeted / budget, 3) if budget else None,
+                                round(agent / sent, 3))
+            for attack, (n, sent, budgeted, budget, agent) in sums.items()}
+
+
+def _model_names() -> dict[str, str]:
+    from ragleak.rag.models import MODELS
+
+    return {spec.sha256: name for name, spec in MODELS.items()}
+
+
+def _run_cells(run_dir: Path) -> list[dict]:
+    cells = []
+    for path in sorted((run_dir / "cells").glob("*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("spec"), dict):
+            cells.append(record)
+    return cells
+
+
+def _trace_prompts(run_dir: Path) -> dict[str, str]:
+    """Rendered target prompt -> the attack whose transcript recorded it."""
+    prompts: dict[str, str] = {}
+    for path in sorted((run_dir / "transcripts").glob("*.json")):
+        try:
+            transcript = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for query in transcript.get("queries", []):
+            prompt = (query.get("trace") or {}).get("prompt")
+            if prompt:
+                prompts.setdefault(prompt, transcript["attack"])
+    return prompts
+
+
+def _attacker_caps(cells: Iterable[dict]) -> dict[int, str | None]:
+    """max_tokens -> the one attack of the run whose attacker calls decode at that cap (None:
+    shared by several attacks, or by the target's own decoding, so not attributable)."""
+    from ragleak.attacks import ATTACKS
+
+    caps: dict[int, set[str]] = defaultdict(set)
+    for cell in cells:
+        spec = cell["spec"]
+        decoding = (spec.get("stack") or {}).get("decoding") or {}
+        caps[int(decoding.get("max_tokens", 256))].add("<target>")
+        try:
+            shape = ATTACKS.get(spec["attack"])(**(spec.get("attack_params") or {})).stream_shape(spec.get("mode", "single"))
+        except Exception as exc:  # noqa: BLE001 - a plugin this install lacks: its calls stay unattributed
+            log.info("observe: attack %s not buildable here (%s)", spec.get("attack"), exc)
+            continue
+        if shape.attacker_calls_per_query and shape.attacker_max_tokens is not None:
+            caps[shape.attacker_max_tokens].add(spec["attack"])
+    return {cap: next(iter(names)) if len(names) == 1 and "<target>" not in names else None
+            for cap, names in caps.items()}
+
+
+def observe(run_dir: Path) -> CompletionTable:
+    """Completion lengths per (attack, role, model) in the generation cache of the grid run in
+    ``run_dir`` (read-only: a run in progress is not disturbed)."""
+    run_dir = Path(run_dir)
+    path = run_dir / "generations.sqlite"
+    if not path.exists():
+        raise ConfigError(f"--observe {run_dir}: no generations.sqlite there (is it a grid run folder?)")
+    cells = _run_cells(run_dir)
+    prompts, caps, names = _trace_prompts(run_dir), _attacker_caps(cells), _model_names()
+    samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]] = defaultdict(list)
+    unattributed = 0
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        rows = conn.execute("SELECT model_id, params, prompt, generation FROM generations").fetchall()
+        conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"--observe {run_dir}: cannot read its generation cache: {exc}") from exc
+    for model_id, params_text, prompt, generation_text in rows:
+        try:
+            params, generation = json.loads(params_text), json.loads(generation_text)
+            max_tokens, completion = int(params["max_tokens"]), int(generation["completion_tokens"])
+            prompt_tokens = int(generation["prompt_tokens"])
+        except (ValueError, KeyError, TypeError):
+            unattributed += 1
+            continue
+        model = names.get(model_id, model_id)
+        if prompt in prompts:
+            key = (prompts[prompt], "target", model)
+        elif caps.get(max_tokens):
+            key = (caps[max_tokens], "attacker", model)  # type: ignore[assignment]
+        else:
+            unattributed += 1
+            continue
+        samples[key].append((completion, prompt_tokens, completion >= max_tokens))
+    return summarise(samples, f"observed in {run_dir}", unattributed, attack_calls(cells))

@@ -1,0 +1,261 @@
+"""The dry run's ETA: prompts as long as the corpus makes them, answers as long as they were
+observed (a run's cache, or the stored table), attacker calls at their decode caps, and an upper
+bound at every cap. Expected values are derived by hand from the formula in each test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ragleak.config import StackConfig
+from ragleak.grid.completions import CompletionTable, observe, stored_table, summarise
+from ragleak.grid.plan import HISTORY_TURNS, plan_summary
+from ragleak.grid.spec import GridConfig
+from ragleak.grid.tokens import QUERY_WORDS, TOKENS_PER_WORD, PromptTokenCounter
+from ragleak.rag.cache import GenerationCache
+from ragleak.rag.generator import DecodingParams, Generation
+from ragleak.rag.models import MODELS
+from ragleak.rag.speed import save_speed
+
+CORPUS = {"corpora": ["synthetic-corp"], "corpus_params": {"synthetic-corp": {"n_docs": 12}}}
+MODEL = StackConfig().model
+PREFILL, DECODE = 100.0, 10.0
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+@pytest.fixture
+def rates(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path / "home"))
+    save_speed(MODEL, {"threads": 1, "prefill_tok_s": PREFILL, "decode_tok_s": DECODE})
+
+
+def corpus_folder(root: Path, words_per_doc: int, n: int = 6) -> Path:
+    folder = root / f"docs-{words_per_doc}"
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"doc{i}.txt").write_text(" ".join(f"w{i}x{j}" for j in range(words_per_doc)) + "\n")
+    return folder
+
+
+def table(**samples: list[int]) -> CompletionTable:
+    """A table of target completions: ``ps=[20, 40]`` -> two PS answers of 20 and 40 tokens."""
+    return summarise({(attack.replace("_", "-"), "target", MODEL): [(c, 0, False) for c in values]
+                      for attack, values in samples.items()}, "test table")
+
+
+def test_prompt_tokens_follow_the_corpus_passage_length(tmp_path):
+    stack = StackConfig(top_k=3, chunk_words=200, chunk_overlap=20)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    short = count(str(corpus_folder(tmp_path, 30)), {}, stack)
+    long = count(str(corpus_folder(tmp_path, 90)), {}, stack)
+    # one passage per document ("Passage i: " adds two words); the frame does not depend on the corpus
+    assert (short.passages, long.passages) == (6, 6)
+    assert (short.passage_tokens, long.passage_tokens) == (32.0, 92.0)
+    assert short.frame_tokens == long.frame_tokens > QUERY_WORDS
+    assert long.prompt - short.prompt == 3 * 60  # top_k passages of 60 more words each
+
+
+def test_the_models_tokenizer_counts_real_passages_and_its_count_is_kept(tmp_path):
+    stack = StackConfig(top_k=2, chunk_words=200, chunk_overlap=20)
+    count = PromptTokenCounter(tmp_path / "t.json")
+    short = count(str(corpus_folder(tmp_path, 30)), {}, stack)
+    long = count(str(corpus_folder(tmp_path, 90)), {}, stack)
+    assert 2.5 < (long.passage_tokens - 2) / (short.passage_tokens - 2) < 3.5  # ~3x the words, ~3x the tokens
+    if short.tokenizer.startswith("llama.cpp"):  # the model is installed: the count is kept on disk
+        kept = PromptTokenCounter(tmp_path / "t.json")
+        kept._tokenizers[MODEL] = None  # a kept count needs no tokenizer
+        assert kept(str(tmp_path / "docs-30"), {}, stack) == short
+    else:
+        assert short.tokenizer == f"words x {TOKENS_PER_WORD} (assumed)"
+
+
+def prompt_of(config: GridConfig, count: PromptTokenCounter) -> float:
+    return count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack).prompt
+
+
+def test_observed_answer_lengths_price_the_expected_eta_and_max_tokens_the_upper_bound(rates, tmp_path):
+    config = GridConfig(attacks=["ps"], defenses=["none"], budget=3, **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    prompt = prompt_of(config, count)
+    # median 10, mean 40: the ETA sums calls, so it prices them at the mean
+    plan = plan_summary(config, completions=table(ps=[10, 10, 100]), tokens=count)
+    assert plan["eta_s"] == round(3 * (prompt / PREFILL + 40 / DECODE))
+    assert plan["eta_upper_s"] == round(3 * (prompt / PREFILL + 256 / DECODE))
+    used = plan["eta_basis"]["completions"]["used"]
+    assert used == {f"ps/target/{MODEL}": {"median": 10.0, "mean": 40.0, "n": 3, "at_cap": 0.0}}
+    assert plan["eta_basis"]["completions"]["source"] == "test table"
+    # no observation of this attack: priced at the cap in both, and named
+    plan = plan_summary(config, completions=table(mi=[10]), tokens=count)
+    assert plan["eta_s"] == plan["eta_upper_s"]
+    assert plan["eta_basis"]["completions"]["unobserved_at_cap"] == [f"ps/target/{MODEL}"]
+
+
+def test_a_conversation_turn_carries_on_average_one_earlier_question_and_answer(rates, tmp_path):
+    config = GridConfig(attacks=["ps"], defenses=["none"], modes=["multi"], budget=3, **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    prompt = prompt_of(config, count) + HISTORY_TURNS * (QUERY_WORDS * TOKENS_PER_WORD + 20)
+    plan = plan_summary(config, completions=table(ps=[20]), tokens=count)
+    assert HISTORY_TURNS == 1.0
+    assert plan["eta_s"] == round(3 * (prompt / PREFILL + 20 / DECODE))
+
+
+def test_attacker_calls_are_priced_at_the_attacks_decode_cap(rates, tmp_path):
+    config = GridConfig(attacks=["ikea"], defenses=["none"], budget=2, attack_params={"ikea": {"llm_max_tokens": 64}},
+                        **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    stack_prompt = prompt_of(config, count)
+    frame = count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack).frame_tokens
+    plan = plan_summary(config, completions=table(ikea=[30]), tokens=count)
+    # per query: one target generation and two attacker calls; an attacker call reads the answer
+    # (frame + 30 tokens, upper: frame + 256) and decodes to its cap of 64 (no observation of it)
+    target_exp, target_up = stack_prompt / PREFILL + 30 / DECODE, stack_prompt / PREFILL + 256 / DECODE
+    attacker_exp, attacker_up = (frame + 30) / PREFILL + 64 / DECODE, (frame + 256) / PREFILL + 64 / DECODE
+    assert plan["eta_s"] == round(2 * target_exp + 4 * attacker_exp)
+    assert plan["eta_upper_s"] == round(2 * target_up + 4 * attacker_up)
+    # an observed attacker length and prompt replace the cap and the guess
+    observed = summarise({("ikea", "target", MODEL): [(30, 0, False)],
+                          ("ikea", "attacker", MODEL): [(12, 200, False)]}, "t")
+    plan = plan_summary(config, completions=observed, tokens=count)
+    assert plan["eta_s"] == round(2 * target_exp + 4 * (200 / PREFILL + 12 / DECODE))
+    assert plan["eta_upper_s"] == round(2 * target_up + 4 * (200 / PREFILL + 64 / DECODE))
+
+
+def test_a_voting_defense_pays_each_of_its_sequences(rates, tmp_path):
+    config = GridConfig(attacks=["ps"], defenses=["private-rag"], budget=3, audit="off",
+                        defense_params={"private-rag": {"voters": 4}}, **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    prompt = prompt_of(config, count)
+    plan = plan_summary(config, completions=table(ps=[20]), tokens=count)
+    assert plan["eta_s"] == round(3 * 5 * (prompt / PREFILL + 20 / DECODE))  # 4 voters + the public sequence
+
+
+_COUNT = PromptTokenCounter(Path("/nonexistent/t.json"), count=words)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(attack=st.sampled_from(["ps", "ikea", "rag-thief"]), mode=st.sampled_from(["single", "multi"]),
+       max_tokens=st.integers(16, 512), lengths=st.lists(st.integers(0, 600), min_size=1, max_size=5),
+       attacker=st.lists(st.integers(0, 600), max_size=3))
+def test_the_upper_bound_is_never_below_the_expected_eta(rates, attack, mode, max_tokens, lengths, attacker):
+    config = GridConfig(attacks=[attack], defenses=["none"], modes=[mode], budget=2,
+                        stack={"decoding": {"max_tokens": max_tokens}}, **CORPUS)
+    samples = {(attack, "target", MODEL): [(c, 50, False) for c in lengths],
+               (attack, "attacker", MODEL): [(c, 50, False) for c in attacker]}
+    plan = plan_summary(config, completions=summarise(samples, "h"), tokens=_COUNT)
+    assert 0 < plan["eta_s"] <= plan["eta_upper_s"]
+
+
+def make_run(root: Path, attacks: dict[str, dict]) -> tuple[Path, str]:
+    """A grid run folder: a cell and transcript per attack (each with one traced prompt) and a
+    generation cache; returns the folder and the model id its entries use."""
+    run = root / "run"
+    (run / "cells").mkdir(parents=True)
+    (run / "transcripts").mkdir()
+    for i, (attack, params) in enumerate(attacks.items()):
+        spec = {"attack": attack, "attack_params": params, "mode": "single", "stack": StackConfig().model_dump(mode="json")}
+        (run / "cells" / f"c{i}.json").write_text(json.dumps({"spec": spec}))
+        (run / "transcripts" / f"c{i}.json").write_text(json.dumps(
+            {"attack": attack, "queries": [{"trace": {"prompt": f"prompt of {attack}"}}]}))
+    return run, MODELS[MODEL].sha256
+
+
+def put(cache: GenerationCache, model_id: str, prompt: str, max_tokens: int, completion: int, prompt_tokens: int = 9):
+    params = DecodingParams(max_tokens=max_tokens)
+    cache.put(prompt + str(max_tokens), model_id, params, prompt,
+              Generation(text="x", prompt_tokens=prompt_tokens, completion_tokens=completion, finish_reason="stop",
+                         seconds=0.1))
+
+
+def test_observe_attributes_traced_prompts_to_their_attack_and_attacker_calls_by_their_cap(tmp_path):
+    run, model_id = make_run(tmp_path, {"ps": {}, "ikea": {"llm_max_tokens": 64}})
+    cache = GenerationCache(run / "generations.sqlite")
+    put(cache, model_id, "prompt of ps", 256, 30)
+    put(cache, model_id, "prompt of ikea", 256, 10)
+    put(cache, model_id, "an agent's prompt", 64, 64, prompt_tokens=120)  # only ikea decodes at 64
+    put(cache, model_id, "another agent prompt", 64, 20, prompt_tokens=80)
+    put(cache, model_id, "a voter's sequence", 256, 5)  # untraced, at the target's cap: unattributable
+    cache.close()
+    observed = observe(run)
+    assert observed.get("ps", "target", MODEL).completion_median == 30.0
+    assert observed.get("ikea", "target", MODEL).completion_median == 10.0
+    agent = observed.get("ikea", "attacker", MODEL)
+    assert (agent.n, agent.completion_median, agent.completion_mean, agent.prompt_median, agent.at_cap) == \
+        (2, 42.0, 42.0, 100.0, 0.5)
+    assert observed.unattributed == 1 and observed.source == f"observed in {run}"
+
+
+def test_observe_leaves_a_cap_two_attacks_share_unattributed(tmp_path):
+    run, model_id = make_run(tmp_path, {"ikea": {"llm_max_tokens": 400}, "rag-thief": {}})  # rag-thief: 400 too
+    cache = GenerationCache(run / "generations.sqlite")
+    put(cache, model_id, "an agent's prompt", 400, 100)
+    cache.close()
+    observed = observe(run)
+    assert observed.rows == {} and observed.unattributed == 1
+
+
+def test_the_stored_table_says_where_it_comes_from():
+    stored = stored_table()
+    assert "benchmarks/plan_completions.py" in stored.source
+    assert stored.get("ps", "target", MODEL) is not None
+    for stats in stored.rows.values():
+        assert stats.n >= 1 and 0 <= stats.completion_median and 0.0 <= stats.at_cap <= 1.0
+
+
+def test_the_cli_dry_run_prints_the_expected_eta_and_the_upper_bound(rates, tmp_path):
+    from typer.testing import CliRunner
+
+    from ragleak.cli import app
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("attacks: [ps]\ndefenses: [none]\ncorpora: [synthetic-corp]\nbudget: 3\n"
+                    "corpus_params: {synthetic-corp: {n_docs: 12}}\n")
+    runner = CliRunner()
+    result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "(expected), <=" in result.output and "(upper bound at max_tokens)" in result.output
+    run, model_id = make_run(tmp_path, {"ps": {}})
+    cache = GenerationCache(run / "generations.sqlite")
+    put(cache, model_id, "prompt of ps", 256, 7)
+    cache.close()
+    result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run", "--json", "--observe", str(run)])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["eta_s"] < plan["eta_upper_s"]
+    assert plan["eta_basis"]["completions"]["source"] == f"observed in {run}"
+    assert plan["eta_basis"]["completions"]["used"][f"ps/target/{MODEL}"]["median"] == 7.0
+    bad = runner.invoke(app, ["grid", "--config", str(grid), "--observe", str(run), "--out", str(tmp_path / "o")])
+    assert bad.exit_code != 0 and "--dry-run" in str(bad.exception)
+
+
+def test_observed_calls_scale_the_expected_eta_and_never_lower_the_upper_bound(rates, tmp_path):
+    run, model_id = make_run(tmp_path, {"ikea": {"llm_max_tokens": 64}})
+    record = json.loads((run / "cells" / "c0.json").read_text())
+    # the cell sent 2 of its 4 queries and made 3 attacker calls (1.5 per query; 2 declared)
+    record.update(status="ok", counts={"queries": 2}, calls_by_role={"attacker": {"model_calls": 2, "cache_hits": 1}})
+    record["spec"]["budget"] = 4
+    (run / "cells" / "c0.json").write_text(json.dumps(record))
+    cache = GenerationCache(run / "generations.sqlite")
+    put(cache, model_id, "prompt of ikea", 256, 30)
+    put(cache, model_id, "an agent's prompt", 64, 12, prompt_tokens=200)
+    cache.close()
+    observed = observe(run)
+    assert observed.calls["ikea"].row() == {"attack": "ikea", "cells": 1, "queries_share": 0.5, "attacker_per_query": 1.5}
+    config = GridConfig(attacks=["ikea"], defenses=["none"], budget=4, attack_params={"ikea": {"llm_max_tokens": 64}},
+                        **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    stack_prompt = prompt_of(config, count)
+    plan = plan_summary(config, completions=observed, tokens=count)
+    target = stack_prompt / PREFILL + 30 / DECODE
+    attacker = 200 / PREFILL + 12 / DECODE
+    # expected: 2 of 4 queries sent, 1.5 attacker calls each; upper: all 4, at the declared 2
+    assert plan["eta_s"] == round(2 * target + 3 * attacker)
+    assert plan["eta_upper_s"] == round(4 * (stack_prompt / PREFILL + 256 / DECODE) + 8 * (200 / PREFILL + 64 / DECODE))
+    assert plan["model_calls"] == 4 * 3 and plan["model_calls_expected"] == 2 + 3
+    assert plan["eta_basis"]["completions"]["calls_used"]["ikea"]["queries_share"] == 0.5
