@@ -215,9 +215,22 @@ def test_attack_on_an_endpoint_prints_its_metrics(tmp_path, notes_dir):
 
 
 def test_paper_dry_run_prints_the_plan_and_its_budgets():
-    run = ragleak("grid", "--preset", "paper", "--dry-run", "--json")
+    run = ragleak("grid", "--preset", "paper", "--dry-run", "--json", "--no-measure")
     assert run.returncode == 0, run.stderr
     plan = json.loads(run.stdout)
     assert plan["cells"] == 432 and len(plan["plan"]) == 432
     assert any(line.startswith("mi: 72 cells") and "n_members=10" in line and "n_nonmembers=100" in line
                for line in plan["budgets"])
+
+
+@pytest.mark.model
+def test_paper_dry_run_has_an_eta_on_a_machine_that_never_measured_its_rates(tmp_path):
+    # the default model's rates are measured by the dry run itself when none are stored here
+    run = ragleak("grid", "--preset", "paper", "--dry-run", "--json", env_extra={"RAGLEAK_HOME": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    plan = json.loads(run.stdout)
+    assert plan["cells"] == 432 and 0 < plan["eta_s"] <= plan["eta_upper_s"]
+    rates = plan["eta_basis"]["rates"]["qwen2.5-coder-0.5b@1"]
+    assert rates["prefill_tok_s"] > 0 and rates["decode_tok_s"] > 0 and "load_1m" in rates
+    assert "measuring qwen2.5-coder-0.5b" in run.stderr
+

@@ -101,3 +101,22 @@ def test_a_cell_that_will_fail_is_planned_at_its_attacks_default_budget():
     config = GridConfig(attacks=["mi"], defenses=["none"], corpora=["synthetic-corp"],
                         attack_params={"mi": {"kb_size": 12}}, corpus_params={"synthetic-corp": {"n_docs": 12}})
     assert plan_summary(config)["queries"] == 220  # MembershipInference.default_budget
+
+
+def test_a_dry_run_measures_an_installed_model_without_stored_rates_once(tmp_path, monkeypatch):
+    import ragleak.rag.speed as speed
+
+    monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path))
+    measured = []
+
+    def fake_measure(model, n_threads=None, decode_tokens=64):
+        measured.append((model, n_threads))
+        return {"threads": n_threads, "prefill_tok_s": 50.0, "decode_tok_s": 5.0, "load_1m": 0.5}
+
+    monkeypatch.setattr(speed, "measure_speed", fake_measure)
+    monkeypatch.setattr("ragleak.rag.models.is_installed", lambda spec: spec.name == "smollm2-135m")
+    skipped = speed.measure_missing({("smollm2-135m", 1), ("qwen2.5-coder-1.5b", 1)})
+    assert measured == [("smollm2-135m", 1)] and skipped == {"qwen2.5-coder-1.5b": "not installed"}
+    assert speed.stored_speed("smollm2-135m", 1)["decode_tok_s"] == 5.0
+    speed.measure_missing({("smollm2-135m", 1)})  # stored now: not measured again
+    assert measured == [("smollm2-135m", 1)]

@@ -40,6 +40,8 @@ def grid_command(
     observe: Optional[Path] = typer.Option(None, "--observe", help="with --dry-run: price decoding at the answer "
                                            "lengths observed in this earlier grid run's generation cache "
                                            "(default: the lengths measured on this project's runs)"),
+    measure: bool = typer.Option(True, "--measure/--no-measure", help="with --dry-run: measure this machine's token "
+                                 "rates for a model that has none stored (`ragleak models --bench`; 10-30 s each)"),
 ) -> None:
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.files import check_output_dir
@@ -68,6 +70,12 @@ def grid_command(
         from ragleak.grid.completions import observe as observed
 
         completions = observed(observe) if observe is not None else None
+        if measure:
+            from ragleak.rag.speed import measure_missing
+
+            measure_missing({(c.stack.model, c.stack.n_threads or 1) for c in cells},
+                            announce=lambda m, t: console.print(f"measuring {m}'s token rates on this machine "
+                                                                f"({t} thread, once; kept for later ETAs)"))
         plan = {**plan_summary(grid, cells, completions=completions), "budgets": budget_lines(grid, cells)}
         if as_json:
             sys.stdout.write(json.dumps(plan, indent=2) + "\n")

@@ -267,7 +267,7 @@ class EtaModel:
             if speed is None:
                 missing.add(stack.model)
                 continue
-            rates[f"{stack.model}@{threads}"] = {k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at")
+            rates[f"{stack.model}@{threads}"] = {k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m")
                                                  if k in speed}
             target, attacker = self.prices(s)
             t_exp, t_up = target.seconds(speed)

@@ -5,6 +5,7 @@ grid's dry-run reads it for its ETA."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,6 +46,8 @@ def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int =
     decode_s = max(total_s - prefill_s, 1e-9)
     return {
         "threads": gen.n_threads,
+        # rates fall 2-15x while other processes hold the cores: the reader of an ETA needs to know
+        "load_1m": round(os.getloadavg()[0], 2),
         "load_s": round(load_s, 2),
         "prompt_tokens": n_prompt,
         "prefill_tok_s": round(n_prompt / prefill_s, 1),
@@ -80,3 +83,24 @@ def stored_speed(model: str, n_threads: int = 1) -> dict | None:
     ok = isinstance(row, dict) and all(isinstance(row.get(k), (int, float)) and row[k] > 0
                                        for k in ("prefill_tok_s", "decode_tok_s"))
     return row if ok else None
+
+
+def measure_missing(models: set[tuple[str, int]], announce=None) -> dict[str, str]:
+    """Measure and keep the rates of every installed ``(model, threads)`` with no stored
+    measurement (a dry run's ETA needs them; about 10-30 s per model). Returns what was left
+    unmeasured and why (not installed)."""
+    from ragleak.rag.models import MODELS, is_installed
+
+    skipped = {}
+    for model, threads in sorted(models):
+        if stored_speed(model, threads) is not None:
+            continue
+        spec = MODELS.get(model)
+        if spec is None or not is_installed(spec):
+            skipped[model] = "not installed"
+            continue
+        if announce is not None:
+            announce(model, threads)
+        save_speed(model, measure_speed(model, n_threads=threads))
+    return skipped
+
