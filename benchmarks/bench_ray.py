@@ -72,7 +72,7 @@ def local_run(seeds: int, budget: int, max_tokens: int) -> dict:
         wall = time.perf_counter() - t0
         summary = _summary(state, wall, Path(tmp) / "run")
     return {**summary, "workers_detail": [{"pid": os.getpid(), "cells": state.ran, "loads": load_counts(),
-                                           "cpu_s": _cpu_s()}]}
+                                           "cpu_s": _cpu_s(), "nice": os.nice(0)}]}
 
 
 def measure_local(args) -> dict:
@@ -90,7 +90,7 @@ def measure_ray(args) -> dict:
                          workers=2)
         wall = time.perf_counter() - t0
         summary = _summary(state, wall, Path(tmp) / "run")
-    workers = [{"pid": w["pid"], "cells": len(w["cells"]), "loads": w["loads"], "cpu_s": w["cpu_s"]}
+    workers = [{"pid": w["pid"], "cells": len(w["cells"]), "loads": w["loads"], "cpu_s": w["cpu_s"], "nice": w["nice"]}
                for w in state.workers]
     return {"executor": "ray", "workers": 2, **summary, "worker_restarts": state.worker_restarts,
             "workers_detail": workers, "loadavg_before": before, "loadavg_after": loadavg()}
@@ -106,6 +106,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ["RAGLEAK_THREADS"] = "1"
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # actors at the local worker's priority (as grid.runner does)
     import ray
 
     start_load = loadavg()

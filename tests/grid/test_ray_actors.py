@@ -57,6 +57,7 @@ def scripted_cell(spec, run_dir, audit, kill: str | None = None, times: int = 1)
 @pytest.fixture(scope="module")
 def ray_session():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as grid.runner starts its own cluster
     # the actors cannot import a test module: ship scripted_cell by value
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -108,6 +109,7 @@ def test_actors_match_local_keep_their_stack_and_take_their_twins(tmp_path, monk
     assert sorted(map(len, chains)) == [2, 2]
     workers = state.workers
     assert len(workers) == 2 and len({w["pid"] for w in workers}) == 2
+    assert {w["nice"] for w in workers} == {os.nice(0)}  # the actors run at the driver's priority
     # each actor ran one whole chain, first cell then twin, and loaded the embedder and the index once
     assert sorted(w["cells"] for w in workers) == sorted(chains)
     for w in workers:

@@ -54,13 +54,13 @@ class CellWorker:
         return self.cell_fn(spec, run_dir, audit)
 
     def report(self) -> dict[str, Any]:
-        """Its process, the cells it ran, what it loaded (``stack.load_counts``) and the CPU
-        seconds its process used (user + system)."""
+        """Its process, the cells it ran, what it loaded (``stack.load_counts``), the CPU seconds
+        its process used (user + system) and its nice level."""
         from ragleak.stack import load_counts
 
         cpu = os.times()
         return {"pid": os.getpid(), "cells": list(self.ran), "loads": load_counts(),
-                "cpu_s": round(cpu.user + cpu.system, 2)}
+                "cpu_s": round(cpu.user + cpu.system, 2), "nice": os.nice(0)}
 
 
 @dataclass

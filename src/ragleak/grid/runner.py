@@ -163,6 +163,10 @@ def _run_ray(chains: list[list[CellSpec]], run_dir: str, workers: int, address: 
     started_here = not ray.is_initialized()  # a caller's Ray session (a benchmark, a notebook) is reused
     if started_here:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        # Ray starts its workers 15 nice levels below the raylet by default, so on a shared machine
+        # the actors lose to every other process; a local pool worker runs at the coordinator's
+        # priority, and so does an actor here
+        os.environ.setdefault("RAY_worker_niceness", "0")
         ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
                  log_to_driver=False, runtime_env={"env_vars": {"RAGLEAK_THREADS": "1"}})
 
