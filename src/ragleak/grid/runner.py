@@ -20,7 +20,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Callable, Literal
 
-from ragleak.errors import ConfigError
+from ragleak.errors import ConfigError, RagleakError
 from ragleak.grid.cell import execute_cell
 from ragleak.grid.lock import RunLock
 from ragleak.grid.plan import Estimator
@@ -167,8 +167,13 @@ def _run_ray(chains: list[list[CellSpec]], run_dir: str, workers: int, address: 
         # the actors lose to every other process; a local pool worker runs at the coordinator's
         # priority, and so does an actor here
         os.environ.setdefault("RAY_worker_niceness", "0")
-        ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
-                 log_to_driver=False, runtime_env={"env_vars": {"RAGLEAK_THREADS": "1"}})
+        try:
+            ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
+                     log_to_driver=False, runtime_env={"env_vars": {"RAGLEAK_THREADS": "1"}})
+        except Exception as exc:  # Ray raises a bare Exception when its node does not come up
+            # seen on a saturated 2-core machine: Ray's agents missed the raylet's 15 s start window
+            raise RagleakError(f"Ray did not start ({exc}); on a busy machine use --executor local, or start a "
+                               "cluster first (`ray start --head`) and pass its --address") from exc
 
     def add(record: CellRecord) -> None:
         state.add(record)
