@@ -171,6 +171,7 @@ def _run_ray(chains: list[list[CellSpec]], run_dir: str, workers: int, address: 
             ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
                      log_to_driver=False, runtime_env={"env_vars": {"RAGLEAK_THREADS": "1"}})
         except Exception as exc:  # Ray raises a bare Exception when its node does not come up
+            ray.shutdown()  # what did start (GCS, agents) would outlive this process
             # seen on a saturated 2-core machine: Ray's agents missed the raylet's 15 s start window
             raise RagleakError(f"Ray did not start ({exc}); on a busy machine use --executor local, or start a "
                                "cluster first (`ray start --head`) and pass its --address") from exc
