@@ -147,8 +147,11 @@ def test_a_dead_actor_costs_its_cell_only_which_runs_again_on_a_fresh_actor(tmp_
     assert all(r.status == "ok" for r in store.records()) and len(store.records()) == 4
 
 
-def test_a_cell_that_kills_every_actor_becomes_an_error_record_and_its_chain_goes_on(tmp_path):
-    victim = CONFIG.expand()[0].cell_id  # a chain's first cell: its twin still runs
+@pytest.mark.parametrize("at, actors", [(0, 4), (1, 3)])
+def test_a_cell_that_kills_every_actor_becomes_an_error_record_and_its_chain_goes_on(tmp_path, at, actors):
+    # at 0: a chain's first cell, whose twin still runs, on a fresh actor; at 1: the chain's last
+    # cell, after which the slot has no work, so no successor is started
+    victim = CONFIG.expand()[at].cell_id
 
     def cell(spec, run_dir, audit):
         if spec.cell_id == victim:
@@ -160,7 +163,9 @@ def test_a_cell_that_kills_every_actor_becomes_an_error_record_and_its_chain_goe
     record = store.read(victim)
     assert record.status == "error" and record.error.startswith("WorkerDied")
     assert {r.cell_id: r.status for r in got} == {c.cell_id: "error" if c.cell_id == victim else "ok" for c in cells}
-    assert [w["cells"] for w in result.workers if cells[1].cell_id in w["cells"]] == [[cells[1].cell_id]]
+    assert len(ray.actors) == actors
+    if at == 0:
+        assert [w["cells"] for w in result.workers if cells[1].cell_id in w["cells"]] == [[cells[1].cell_id]]
 
 
 def test_actors_that_cannot_start_stop_the_run(tmp_path, monkeypatch):

@@ -82,18 +82,21 @@ def run_on_actors(ray, chains: list[list[CellSpec]], run_dir: str, slots: int, a
     worker_cls = ray.remote(num_cpus=1, max_restarts=0)(CellWorker)
     dispatch = ChainDispatcher(chains, slots)
     store = RunStore(run_dir)
-    actors: list[Any] = []
+    actors: list[Any] = []  # by slot; None: its actor died and no cell has needed a successor yet
     pending: dict[Any, tuple[int, CellSpec]] = {}  # object ref -> (slot, cell)
     attempts: Counter[str] = Counter()
     result = ActorRun()
 
     def submit(slot: int, spec: CellSpec) -> None:
+        if slot == len(actors):
+            actors.append(None)
+        if actors[slot] is None:  # started on demand: a slot whose last cell killed its actor may need none
+            actors[slot] = worker_cls.remote(cell_fn)
         attempts[spec.cell_id] += 1
         pending[actors[slot].run.remote(spec, run_dir, audit)] = (slot, spec)
 
     try:
         for slot, spec in enumerate(dispatch.start()):
-            actors.append(worker_cls.remote(cell_fn))
             submit(slot, spec)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
@@ -104,7 +107,7 @@ def run_on_actors(ray, chains: list[list[CellSpec]], run_dir: str, slots: int, a
                 except RayActorError as exc:
                     if exc.actor_init_failed:  # no actor can start (ragleak not importable there): no cell's fault
                         raise RagleakError(f"a Ray cell actor could not start: {exc}") from exc
-                    record = _after_death(ray, exc, slot, spec, actors, worker_cls, cell_fn, store, attempts, result)
+                    record = _after_death(ray, exc, slot, spec, actors, store, attempts, result)
                     if record is None:
                         submit(slot, spec)  # the same cell, on the slot's fresh actor
                         continue
@@ -112,18 +115,31 @@ def run_on_actors(ray, chains: list[list[CellSpec]], run_dir: str, slots: int, a
                 if nxt is not None:
                     submit(slot, nxt)
                 on_record(record)
-        result.workers = ray.get([actor.report.remote() for actor in actors])
+        result.workers = _reports(ray, [a for a in actors if a is not None], RayActorError)
     finally:
         for actor in actors:
-            ray.kill(actor, no_restart=True)
+            if actor is not None:
+                ray.kill(actor, no_restart=True)
     return result
 
 
-def _after_death(ray, exc: Exception, slot: int, spec: CellSpec, actors: list, worker_cls, cell_fn: CellFn,
-                 store: RunStore, attempts: Counter, result: ActorRun) -> CellRecord | None:
-    """Replace the dead actor of ``slot``; None to run the cell again, or the error record written
+def _reports(ray, actors: list, actor_error: type[Exception]) -> list[dict[str, Any]]:
+    """Each live actor's report; one that died after its last cell only misses from the list
+    (every cell's record is stored by then)."""
+    out = []
+    for actor in actors:
+        try:
+            out.append(ray.get(actor.report.remote()))
+        except actor_error as exc:
+            log.warning("a Ray actor died after its last cell; no report from it (%s)", exc)
+    return out
+
+
+def _after_death(ray, exc: Exception, slot: int, spec: CellSpec, actors: list, store: RunStore,
+                 attempts: Counter, result: ActorRun) -> CellRecord | None:
+    """Retire the dead actor of ``slot``; None to run the cell again, or the error record written
     for a cell that has killed ``MAX_ATTEMPTS`` actors."""
-    log.warning("Ray actor running cell %s died (%s); its slot gets a fresh actor", spec.cell_id,
+    log.warning("Ray actor running cell %s died (%s); its slot's next cell gets a fresh actor", spec.cell_id,
                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     result.restarts += 1
     result.lost.append(spec.cell_id)
@@ -131,7 +147,7 @@ def _after_death(ray, exc: Exception, slot: int, spec: CellSpec, actors: list, w
         ray.kill(actors[slot], no_restart=True)
     except Exception:  # noqa: BLE001 - it is already gone; killing is only to be sure
         pass
-    actors[slot] = worker_cls.remote(cell_fn)
+    actors[slot] = None  # its successor starts with the slot's next cell
     # even if it died just after storing the record, running the cell again only replaces that
     # file (the cache serves its generations); a record left from an earlier run must not count
     if attempts[spec.cell_id] < MAX_ATTEMPTS:
