@@ -60,7 +60,11 @@ def ray_session():
     os.environ.setdefault("RAY_worker_niceness", "0")  # as grid.runner starts its own cluster
     # the actors cannot import a test module: ship scripted_cell by value
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    except Exception:
+        ray.shutdown()  # what did start (GCS, agents) would outlive the test session
+        raise
     yield
     ray.shutdown()
 
