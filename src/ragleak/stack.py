@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
@@ -44,6 +45,10 @@ ROLES: tuple[Role, ...] = ("target", "attacker", "standard")
 # Loaded, read-only parts shared by every Stack of this process (model weights, ONNX sessions,
 # built indexes). Keys name everything that makes two loads differ.
 _LOADED: dict[tuple, Any] = {}
+# How many times this process loaded or built each kind of part (the first element of its key:
+# generator, embedder, index, nli, ...), plus ``index-from-run`` for indexes read from a run's
+# folder rather than embedded: the evidence that a grid worker loads a model once, not per cell.
+_LOADS: Counter[str] = Counter()
 
 
 def default_cache_path() -> Path:
@@ -53,7 +58,14 @@ def default_cache_path() -> Path:
 def _memo(key: tuple, build):
     if key not in _LOADED:
         _LOADED[key] = build()
+        _LOADS[key[0]] += 1
     return _LOADED[key]
+
+
+def load_counts() -> dict[str, int]:
+    """What this process has loaded or built so far, by kind (cumulative: ``forget_loaded`` does
+    not reset it, so a reload after it counts again)."""
+    return dict(_LOADS)
 
 
 class Stack:
@@ -122,7 +134,9 @@ class Stack:
         resumes the build. A save that fails (a full disk, a race) costs only the reuse."""
         if (directory / "manifest.json").exists():
             try:
-                return PassageIndex.load(directory, self.embedder())
+                index = PassageIndex.load(directory, self.embedder())
+                _LOADS["index-from-run"] += 1
+                return index
             except (RagleakError, OSError, ValueError, RuntimeError) as exc:  # faiss raises RuntimeError
                 log.warning("stored index %s is unusable (%s); building it again", directory, exc)
         work_dir = directory.with_name(f".{directory.name}.slices")

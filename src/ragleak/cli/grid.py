@@ -112,12 +112,16 @@ def grid_command(
                      address=address, progress=None if as_json else show, rebuild_cache=rebuild_cache,
                      cells=cells)
     result = {"out": str(out), "cells": state.total, "ran": state.ran, "errors": state.errors,
-              "failed": state.failed, "partial": state.partial, "model_calls": state.model_calls, "cache_hits": state.cache_hits}
+              "failed": state.failed, "partial": state.partial, "model_calls": state.model_calls, "cache_hits": state.cache_hits,
+              "worker_restarts": state.worker_restarts}
     if as_json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
         console.print(f"done: {state.total} cells in {out} ({state.ran} run now, {state.errors} errors, "
                       f"{state.failed} failed, {state.partial} partial)")
+        if state.worker_restarts:
+            console.print(f"{state.worker_restarts} Ray actors died mid-cell and were replaced; their cells ran "
+                          "again (a cell that took down two is an error record)")
     if gates:
         from ragleak.report.build import build_report
 

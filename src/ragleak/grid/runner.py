@@ -1,10 +1,12 @@
 """Execute a grid: local process pool (default) or Ray, resumable, with progress.
 
-The coordinator never writes cell records itself; each worker writes the record of the cell it
-ran (``cell.execute_cell``). So killing the coordinator, a worker or the whole process group at
+The coordinator never writes a measured cell record itself; each worker writes the record of the
+cell it ran (``cell.execute_cell``; the Ray executor writes only the error record of a cell that
+took its actors down ``ray_actors.MAX_ATTEMPTS`` times). So killing the coordinator, a worker or the whole process group at
 any moment loses at most the cells in flight, and the next run picks up exactly the cells whose
 record is missing. Cells are handed out stream by stream (``grid.schedule``): twins that share
-a stream's generations run after its first cell, never beside it.
+a stream's generations run after its first cell, never beside it. Both executors keep a worker's
+loaded stack across its cells: local pool processes, or long-lived Ray actors (``grid.ray_actors``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Callable, Literal
 
-from ragleak.errors import ConfigError
+from ragleak.errors import ConfigError, RagleakError
 from ragleak.grid.cell import execute_cell
 from ragleak.grid.lock import RunLock
 from ragleak.grid.plan import Estimator
@@ -45,6 +47,8 @@ class Progress:
     model_calls: int = 0
     cache_hits: int = 0
     cache_repairs: int = 0
+    worker_restarts: int = 0  # Ray actors that died mid-cell and were replaced (their cell ran again)
+    workers: list[dict] = field(default_factory=list)  # Ray: each actor's pid, cells and loads
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -154,24 +158,34 @@ def _run_ray(chains: list[list[CellSpec]], run_dir: str, workers: int, address: 
         import ray
     except ImportError as exc:
         raise ConfigError("the ray executor needs the `ray` extra: pip install 'ragleak[ray]'") from exc
-    started_here = not ray.is_initialized()
+    from ragleak.grid.ray_actors import run_on_actors
+
+    started_here = not ray.is_initialized()  # a caller's Ray session (a benchmark, a notebook) is reused
     if started_here:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
-                 log_to_driver=False, runtime_env={"env_vars": {"RAGLEAK_THREADS": "1"}})
+        # Ray starts its workers 15 nice levels below the raylet by default, so on a shared machine
+        # the actors lose to every other process; a local pool worker runs at the coordinator's
+        # priority, and so does an actor here
+        os.environ.setdefault("RAY_worker_niceness", "0")
+        try:
+            ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
+                     log_to_driver=False, runtime_env={"env_vars": {"RAGLEAK_THREADS": "1"}})
+        except Exception as exc:  # Ray raises a bare Exception when its node does not come up
+            ray.shutdown()  # what did start (GCS, agents) would outlive this process
+            # seen on a saturated 2-core machine: Ray's agents missed the raylet's 15 s start window
+            raise RagleakError(f"Ray did not start ({exc}); on a busy machine use --executor local, or start a "
+                               "cluster first (`ray start --head`) and pass its --address") from exc
+
+    def add(record: CellRecord) -> None:
+        state.add(record)
+        if progress:
+            progress(state)
+
     try:
-        remote = ray.remote(num_cpus=1)(execute_cell)
-        dispatch = ChainDispatcher(chains, workers)
-        pending = {remote.remote(spec, run_dir, audit): spec for spec in dispatch.start()}
-        while pending:
-            finished, _ = ray.wait(list(pending), num_returns=1)
-            for ref in finished:
-                nxt = dispatch.finished(pending.pop(ref))
-                if nxt is not None:
-                    pending[remote.remote(nxt, run_dir, audit)] = nxt
-                state.add(ray.get(ref))
-                if progress:
-                    progress(state)
+        # long-lived actors, one loaded stack each, fed stream by stream (grid.ray_actors)
+        done = run_on_actors(ray, chains, run_dir, workers, audit, execute_cell, add)
+        state.worker_restarts += done.restarts
+        state.workers = done.workers
     finally:
         if started_here:
             ray.shutdown()
