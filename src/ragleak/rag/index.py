@@ -114,6 +114,8 @@ class PassageIndex:
         self._docs: tuple[np.ndarray, np.ndarray, list[str]] | None = None  # FAISS id -> document, for pools
         self._next_id = 0
         self._query_vectors: dict[str, np.ndarray] = {}  # a pipeline and its defense embed the same query
+        #: of the last ``add``: passages embedded, passages found in kept slices, seconds spent embedding
+        self.build_stats: dict[str, float] = {}
         if kind != "ivf":
             self._faiss = self._new_faiss(0)
 
@@ -202,18 +204,28 @@ class PassageIndex:
         if progress is not None:
             progress(0, len(passages))
         parts = []
+        embedded = resumed = 0
+        seconds = 0.0
         for start in range(0, len(passages), EMBED_SLICE):
             texts = [p.text for p in passages[start : start + EMBED_SLICE]]
             rows = slices.get(start, len(texts)) if slices is not None else None
             if rows is None:
+                t0 = time.perf_counter()
                 rows = encode(texts)
+                seconds += time.perf_counter() - t0
+                embedded += len(texts)
                 if slices is not None:
                     slices.put(start, rows)
+            else:
+                resumed += len(texts)
             parts.append(rows)
             if progress is not None:
                 progress(min(start + EMBED_SLICE, len(passages)), len(passages))
         ids = np.arange(self._next_id, self._next_id + len(passages), dtype=np.int64)
+        t0 = time.perf_counter()
         self._add_vectors(ids, np.concatenate(parts, axis=0), passages)
+        self.build_stats = {"embedded": embedded, "resumed": resumed, "embed_s": round(seconds, 3),
+                            "index_s": round(time.perf_counter() - t0, 3)}
 
     def _add_vectors(self, ids: np.ndarray, vectors: np.ndarray, passages: Sequence[Passage]) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
