@@ -40,7 +40,8 @@ _PARAMS = 900  # bound parameters per statement (SQLite builds before 3.32 allow
 
 def _passage(row: tuple) -> Passage:
     # rows were validated as Passages when they were added; re-validating each hit costs more than the lookup
-    return Passage.model_construct(id=row[1], doc_id=row[2], text=row[3], metadata=json.loads(row[4]))
+    metadata = {} if row[4] == "{}" else json.loads(row[4])  # most passages carry none: skip the parser
+    return Passage.model_construct(id=row[1], doc_id=row[2], text=row[3], metadata=metadata)
 
 
 class PassageStore:
