@@ -96,8 +96,8 @@ class CorpusPool:
             self.index, self.facts, self._seen = index, CorpusFacts.of_index(index), key
             if not self.facts.exact:
                 raise IndexStoreError(f"the {self.facts.kind} index cannot score every passage exactly, and a DP "
-                                   "retrieval mechanism needs every passage's exact score: rebuild it with "
-                                   "`ragleak index build --kind flat`")
+                                      "retrieval mechanism needs every passage's exact score: rebuild it with "
+                                      "`ragleak index build --kind flat`")
             if self.facts.kind != "flat":
                 log.warning("the index is %s (approximate top-k); the DP selection pool is scored exactly "
                             "instead, every stored vector scanned (%d passages)", self.facts.kind, self.facts.passages)
