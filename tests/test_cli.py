@@ -54,6 +54,22 @@ def test_index_build_info_and_ask_with_trace(tmp_path, notes_dir):
     assert len(data["trace"]["context"]) == 2
 
 
+def test_index_build_kind_is_chosen_recorded_and_checked(tmp_path, notes_dir):
+    out = tmp_path / "idx"
+    built = ragleak("index", "build", str(notes_dir), "--out", str(out), "--kind", "hnsw", "--json")
+    assert built.returncode == 0, built.stderr
+    data = json.loads(built.stdout)
+    assert data["kind"] == "hnsw" and data["params"]["M"] == 32 and (data["embedded"], data["resumed"]) == (3, 0)
+    assert data["passages_per_s"] > 0 and data["embedded_per_s"] > 0
+    info = ragleak("index", "info", str(out), "--json")
+    assert json.loads(info.stdout)["kind"] == "hnsw"
+    assert "hnsw M=32" in ragleak("index", "info", str(out)).stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx", "notes"]  # the slices folder is gone
+    auto = json.loads(ragleak("index", "build", str(notes_dir), "--out", str(tmp_path / "auto"), "--json").stdout)
+    assert auto["kind"] == "flat"
+    _assert_clean_error(ragleak("index", "build", str(notes_dir), "--out", str(tmp_path / "x"), "--kind", "pq"), "--kind")
+
+
 def _assert_clean_error(result, pattern):
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert pattern in result.stderr, result.stderr

@@ -100,15 +100,18 @@ class Stack:
 
     def index(self, documents: Sequence[Document], metadata: dict | None = None,
               progress: Progress | None = None, store: Path | None = None,
-              work_dir: Path | None = None) -> PassageIndex:
+              work_dir: Path | None = None, kind: str = "auto") -> PassageIndex:
         """A FAISS index over ``documents`` chunked as the config says (memoised by content);
         ``progress(done, total)`` follows the embedding of the passages. With ``store`` (a grid
         run's ``indexes`` folder) an index another worker already built there is loaded instead
         of embedding the corpus again, and one built here is saved there for the others.
-        ``work_dir``: where embedded slices are kept, so a killed build resumes (``PassageIndex.build``)."""
+        ``work_dir``: where embedded slices are kept, so a killed build resumes (``PassageIndex.build``);
+        ``kind``: flat, ivf, hnsw or auto (``rag.index.choose_kind``: flat up to 50k passages)."""
         c = self.config
         key = ("index", digest([d.model_dump(mode="json") for d in documents]), c.chunk_words, c.chunk_overlap,
                c.embedder, digest(metadata or {}))
+        if kind != "auto":  # auto keeps the key (and a run folder's stored index names) it always had
+            key = (*key, kind)
 
         def build(work_dir: Path | None = None) -> PassageIndex:
             passages = [p for p in chunk_documents(documents, c.chunk_words, c.chunk_overlap) if p.text.strip()]
@@ -116,7 +119,7 @@ class Stack:
                 raise CorpusError("the corpus has no text to index (empty corpus)")
             meta = {"chunk_words": c.chunk_words, "chunk_overlap": c.chunk_overlap, **(metadata or {})}
             return PassageIndex.build(passages, self.embedder(), meta, progress, self._passage_encoder().encode,
-                                      work_dir)
+                                      work_dir, kind=kind)
 
         if store is None:
             return _memo(key, lambda: build(work_dir))
@@ -150,7 +153,7 @@ class Stack:
         return index
 
     def index_corpus(self, source: str, seed: int | None = None, progress: Progress | None = None,
-                     work_dir: Path | None = None) -> PassageIndex:
+                     work_dir: Path | None = None, kind: str = "auto") -> PassageIndex:
         """Load the corpus ``source`` (a registered name or a folder of the user's files; ``seed``
         applies to a synthetic corpus, not to files) and index it; the index metadata records the
         source and seed."""
@@ -159,7 +162,7 @@ class Stack:
         metadata: dict = {"source": str(source)}
         if seed is not None:
             metadata["seed"] = seed
-        return self.index(documents, metadata, progress, work_dir=work_dir)
+        return self.index(documents, metadata, progress, work_dir=work_dir, kind=kind)
 
     def load_index(self, directory: Path) -> PassageIndex:
         return PassageIndex.load(Path(directory), self.embedder())

@@ -140,3 +140,39 @@ def test_a_multi_chunk_document_moves_the_selection_by_at_most_eps(embedder):
     qa, qb = _top1(a, passage, 3), _top1(b, passage, 4)
     est_p, _, _ = log_ratio_interval(qb[True], N, qa[True], N)
     assert est_p > est  # three noisy chances instead of one
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_on_an_approximate_index_the_dp_pool_is_still_scored_exactly(chunked_index, embedder, kind, caplog):
+    """An IVF or HNSW index's approximate top-k never reaches a DP mechanism: the pool scans every
+    stored vector, with the same selections as on the flat index, a warning and a card that says so."""
+    import logging
+
+    approximate = chunked_index.with_kind(kind)
+    assert not approximate.exact and approximate.scores_every_passage
+    for name in ("dp-retrieval", "ca-dp", "dp-vote", "private-rag"):
+        picks = {}
+        for index in (chunked_index, approximate):
+            d = make_defense(name)
+            pipe = _pipeline(index, d, candidate_k=3, seed=5)
+            with caplog.at_level(logging.WARNING):
+                picks[index.kind] = [[s.passage.id for s in pipe.retrieve(QUERY).selected] for _ in range(15)]
+            pool = {a.name: a for a in d.guarantee().assumptions}["pool-covers-corpus"]
+            assert pool.met is True, name
+        assert picks[kind] == picks["flat"], name
+        assert "scanned exhaustively" in pool.detail and kind in pool.detail
+    assert f"the index is {kind} (approximate top-k)" in caplog.text
+
+
+def test_an_index_that_cannot_score_every_passage_is_refused_by_a_dp_defense(chunked_index):
+    from ragleak.errors import IndexStoreError
+
+    class Compressed(PassageIndex):  # stands for an index keeping compressed codes only (PQ)
+        scores_every_passage = False
+        kind = "ivfpq"
+
+    index = Compressed.build(chunked_index.passages, chunked_index.embedder)
+    d = make_defense("dp-retrieval")
+    with pytest.raises(IndexStoreError, match="ivfpq index cannot score every passage exactly.*--kind flat"):
+        _pipeline(index, d).retrieve(QUERY)
+    assert _pipeline(index, None).retrieve(QUERY).selected  # without a DP defense it serves as usual

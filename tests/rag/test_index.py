@@ -53,8 +53,8 @@ def test_corrupt_index_dirs_give_clear_errors(tmp_path, embedder):
     PassageIndex.build(_passages(), embedder).save(tmp_path / "idx")
     with pytest.raises(IndexStoreError, match="not a directory"):
         PassageIndex.load(tmp_path / "nope", embedder)
-    passages = tmp_path / "idx" / "passages.jsonl"
-    passages.write_text(passages.read_text()[:-20])
+    passages = tmp_path / "idx" / "passages.sqlite"
+    passages.write_bytes(passages.read_bytes()[:-20])
     with pytest.raises(IndexStoreError, match="checksum"):
         PassageIndex.load(tmp_path / "idx", embedder)
     (tmp_path / "idx" / "manifest.json").write_text("{not json")

@@ -38,9 +38,9 @@ def test_a_corrupt_stored_index_is_rebuilt_with_a_warning(tmp_path, monkeypatch,
     monkeypatch.setattr(stack_module, "_LOADED", {})
     built = tiny_stack().index(DOCS, store=store)
     (saved,) = list(store.iterdir())
-    data = bytearray((saved / "passages.jsonl").read_bytes())
-    data[10] ^= 0x01
-    (saved / "passages.jsonl").write_bytes(bytes(data))
+    data = bytearray((saved / "passages.sqlite").read_bytes())
+    data[-10] ^= 0x01
+    (saved / "passages.sqlite").write_bytes(bytes(data))
     monkeypatch.setattr(stack_module, "_LOADED", {})
     with caplog.at_level(logging.WARNING):
         rebuilt = tiny_stack().index(DOCS, store=store)

@@ -52,28 +52,38 @@ def index_build(
     out: Path = typer.Option(..., "--out", help="index directory to write"),
     config: Optional[Path] = ConfigOpt,
     seed: Optional[int] = typer.Option(None, help="seed for synthetic corpora"),
+    kind: str = typer.Option("auto", "--kind", help="flat (exact), ivf, hnsw, or auto: flat up to 50,000 "
+                             "passages, ivf above (DP retrieval defenses score every passage exactly on any kind)"),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Chunk a corpus, embed it and write a FAISS index directory (atomically)."""
+    """Chunk a corpus, embed it and write a FAISS index directory (atomically). A killed build
+    resumes from the embedded slices kept beside --out."""
+    from ragleak.rag.index import KINDS
     from ragleak.stack import Stack
 
     from ragleak.cli.progress import embedding_progress
 
+    if kind not in ("auto", *KINDS):
+        raise typer.BadParameter(f"--kind must be auto, {', '.join(KINDS)}; got {kind!r}")
     cfg = _config(config)
     t0 = time.perf_counter()
     with embedding_progress(err_console) as progress:
         # embedded slices are kept beside --out until it is saved: a killed build resumes where it stopped
         work_dir = out.with_name(f".{out.name}.slices")
-        index = Stack(cfg).index_corpus(source, seed=seed, progress=progress, work_dir=work_dir)
+        index = Stack(cfg).index_corpus(source, seed=seed, progress=progress, work_dir=work_dir, kind=kind)
     index.save(out)
     shutil.rmtree(work_dir, ignore_errors=True)
     seconds = time.perf_counter() - t0
     info = {"index": str(out), "documents": len(index.doc_ids), "passages": len(index),
-            "embedder": index.embedder.name, "seconds": round(seconds, 2),
-            "passages_per_s": round(len(index) / seconds, 1) if seconds > 0 else None}
+            "embedder": index.embedder.name, "kind": index.kind, "params": index.params, "seconds": round(seconds, 2),
+            "passages_per_s": round(len(index) / seconds, 1) if seconds > 0 else None, **index.build_stats}
+    stats = index.build_stats
+    info["embedded_per_s"] = (round(stats["embedded"] / stats["embed_s"], 1)
+                              if stats.get("embed_s") else None)  # the embedder's own rate, without startup
     _emit(info, as_json, lambda d: console.print(
-        f"indexed {d['documents']} documents as {d['passages']} passages into {d['index']} in {d['seconds']}s "
-        f"({d['passages_per_s']} passages/s)"))
+        f"indexed {d['documents']} documents as {d['passages']} passages into a {d['kind']} index {d['index']} "
+        f"in {d['seconds']}s ({d['passages_per_s']} passages/s"
+        + (f"; {d['resumed']} passages resumed from a killed build's slices" if d.get("resumed") else "") + ")"))
 
 
 @index_app.command("info")
@@ -87,6 +97,7 @@ def index_info(directory: Path = typer.Argument(...), as_json: bool = JsonOpt) -
         table = Table(show_header=False)
         for key in ("embedder", "dim", "documents", "passages", "created"):
             table.add_row(key, str(m.get(key)))
+        table.add_row("kind", str(m.get("kind", "flat")) + "".join(f" {k}={v}" for k, v in (m.get("params") or {}).items()))
         for key, value in (m.get("metadata") or {}).items():
             table.add_row(key, str(value))
         show(console, table)
@@ -257,7 +268,8 @@ def _tour(out: Path, config: Optional[Path], as_json: bool, rebuild_cache: bool)
 
     def render(r):
         console.rule("ragleak tour: the default stack")
-        console.print(f"corpus {r['corpus']}: {r['documents']} documents, {r['passages']} passages -> {r['index']}")
+        console.print(f"corpus {r['corpus']}: {r['documents']} documents, {r['passages']} passages -> {r['index']} "
+                      f"({r['index_kind']} index)")
         console.print(f"model {r['model']}, embedder {r['embedder']}, top-k {r['top_k']}")
         for step in r["steps"]:
             console.rule(step["title"])

@@ -48,6 +48,7 @@ def run_demo(out: Path, config: StackConfig, rebuild_cache: bool = False) -> dic
         "index": str(Path(out) / "index"),
         "model": config.model,
         "embedder": index.embedder.name,
+        "index_kind": index.kind,
         "top_k": config.top_k,
         "steps": steps,
     }

@@ -6,24 +6,30 @@ breaks:
 * **the pool is the whole corpus.** Noise added only to the exact top-n that the index hands
   over leaves a document just outside the pool with probability 0 of selection on one corpus and
   > 0 on its neighbour (unbounded privacy loss). ``CorpusPool.documents`` therefore scores every
-  passage of the flat index (exact inner products, one pass; cheap up to ``WHOLE_CORPUS_LIMIT``
-  passages). A user-set smaller ``pool``, an index beyond the limit or an approximate index make
-  the assumption false, and the defense's card says so (void).
+  passage of the index exactly (inner products over every stored vector, one pass; cheap up to
+  ``WHOLE_CORPUS_LIMIT`` passages), whatever the index's kind: an IVF or HNSW index's own
+  approximate top-k is never used here - its stored vectors are scanned exhaustively instead
+  (``PassageIndex.search(exact=True)``), logged once and stated on the card. A user-set smaller
+  ``pool``, an index beyond the limit or one that cannot score every passage make the
+  assumption false, and the defense's card says so (void); such an index is refused outright.
 * **one score per document.** A document split into c passages would move c scores (or reach c
   voters). The pool holds one entry per document: its best passage, scored by the maximum of its
   passages' scores. Substituting one document changes only its own entry, so after clipping to
   [a, b] the score vector moves in one coordinate by at most b - a, whatever c is.
 
 ``CorpusFacts`` records what a card is checked against: passages, documents, the most passages of
-one document (for a passage-level proof's group privacy) and whether the index is exact.
+one document (for a passage-level proof's group privacy), whether the pool is scored exactly and
+the index's kind.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ragleak.accounting.guarantee import Assumption
+from ragleak.errors import IndexStoreError
 from ragleak.records import Scored
 
 if TYPE_CHECKING:
@@ -32,19 +38,23 @@ if TYPE_CHECKING:
 #: passages scored exactly on every query; beyond this the pool is the top passages only
 WHOLE_CORPUS_LIMIT = 100_000
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class CorpusFacts:
     passages: int
     documents: int
     max_chunks: int
-    exact: bool
+    exact: bool  # the pool's scores are exact inner products of every passage
+    kind: str = "flat"
 
     @classmethod
     def of_index(cls, index: "PassageIndex") -> "CorpusFacts":
         chunks = index.chunks_per_document()
+        exact = bool(getattr(index, "scores_every_passage", getattr(index, "exact", False)))
         return cls(passages=len(index), documents=len(chunks), max_chunks=max(chunks.values(), default=1),
-                   exact=bool(getattr(index, "exact", False)))
+                   exact=exact, kind=str(getattr(index, "kind", "flat")))
 
     @classmethod
     def of_passages(cls, passages) -> "CorpusFacts":
@@ -84,6 +94,13 @@ class CorpusPool:
         key = (id(index), len(index))
         if key != self._seen:  # facts are computed once per served index
             self.index, self.facts, self._seen = index, CorpusFacts.of_index(index), key
+            if not self.facts.exact:
+                raise IndexStoreError(f"the {self.facts.kind} index cannot score every passage exactly, and a DP "
+                                      "retrieval mechanism needs every passage's exact score: rebuild it with "
+                                      "`ragleak index build --kind flat`")
+            if self.facts.kind != "flat":
+                log.warning("the index is %s (approximate top-k); the DP selection pool is scored exactly "
+                            "instead, every stored vector scanned (%d passages)", self.facts.kind, self.facts.passages)
 
     def assume(self, facts: CorpusFacts) -> None:
         """Check against a corpus not served yet (``ragleak account --corpus``): its facts, no index."""
@@ -112,7 +129,7 @@ class CorpusPool:
         if self.index is None:
             scored = sorted(candidates, key=lambda s: -s.score)
         else:
-            scored = self.index.search(query, min(len(self.index), WHOLE_CORPUS_LIMIT))
+            scored = self.index.search(query, min(len(self.index), WHOLE_CORPUS_LIMIT), exact=True)
         if self.pool is not None:
             keep = {d.passage.doc_id for d in best_per_document(scored)[: self.pool]}
             scored = [s for s in scored if s.passage.doc_id in keep]
@@ -137,7 +154,8 @@ class CorpusPool:
                               detail="whole corpus by default; no index seen yet to confirm")
         if not f.exact:
             return Assumption(name="pool-covers-corpus", statement=statement, met=False,
-                              detail="the index is approximate: scores outside its probed cells are not computed")
+                              detail=f"the {f.kind} index cannot score every passage: scores outside its probed "
+                                     "cells are not computed")
         if f.passages > WHOLE_CORPUS_LIMIT:
             return Assumption(name="pool-covers-corpus", statement=statement, met=False,
                               detail=f"{f.passages} passages exceed the exact-scoring limit {WHOLE_CORPUS_LIMIT}: "
@@ -146,4 +164,7 @@ class CorpusPool:
             return Assumption(name="pool-covers-corpus", statement=statement, met=False,
                               detail=f"pool={self.pool} documents of {f.documents}: the rest are never candidates")
         return Assumption(name="pool-covers-corpus", statement=statement, met=True,
-                          detail=f"all {f.documents} documents ({f.passages} passages) scored exactly")
+                          detail=f"all {f.documents} documents ({f.passages} passages) scored exactly"
+                                 + ("" if f.kind == "flat" else
+                                    f" (the {f.kind} index's stored vectors scanned exhaustively, not its "
+                                    "approximate search)"))

@@ -2,14 +2,29 @@
 
 Layout of an index directory::
 
-    manifest.json    schema version, embedder, dimension, count, SHA-256 of the two files below
-    index.faiss      faiss.IndexIDMap2(IndexFlatIP): exact search, ids stable under removal
-    passages.jsonl   one Passage per line, with its integer FAISS id
+    manifest.json     schema version, embedder, dimension, kind, count, SHA-256 of the two files below
+    index.faiss       the FAISS index of one ``kind`` (below); vector ids are the passages' FAISS ids
+    passages.sqlite   one row per passage, keyed by its FAISS id (``passage_store``), read lazily
 
-Inner product over unit vectors is cosine similarity. A flat index is exact and, at the corpus
-sizes audited here (<= 100k passages), fast enough (0.2-4 ms per query, measured on 2 CPU cores).
+Inner product over unit vectors is cosine similarity. Kinds:
+
+* ``flat``: ``IndexIDMap2(IndexFlatIP)``, exact; the default up to ``APPROXIMATE_ABOVE`` passages
+  (0.2-4 ms per query up to 100k passages, measured on 2 CPU cores).
+* ``ivf``: ``IndexIVFFlat`` (inner product, ``nlist`` ~ 4 sqrt(n) lists trained by spherical
+  k-means on a seeded sample, ``nprobe`` lists searched); the ``auto`` choice above the threshold.
+  Inverted-file search: Jegou, Douze & Schmid 2011, "Product quantization for nearest neighbor
+  search" (IVF with exact residual-free vectors here); nlist ~ sqrt(n) scaling from the FAISS
+  guidelines (Douze et al. 2024, "The Faiss library", arXiv:2401.08281).
+* ``hnsw``: ``IndexIDMap2(IndexHNSWFlat)`` (Malkov & Yashunin 2016, arXiv:1603.09320); no removal.
+
+The two approximate kinds keep every vector uncompressed, so ``search(..., exact=True)``,
+``score_all`` and ``best_per_document`` can still score every passage exactly (IVF: all lists
+probed; HNSW: its flat storage scanned). The DP retrieval defenses score their pool that way and
+say so on their card (``defenses.corpus_pool``): an approximate top-k never reaches a DP mechanism.
+
 ``save`` writes a complete new directory next to the target and renames it into place, so a
-crash leaves either the old index or the new one, never a half-written mix.
+crash leaves either the old index or the new one, never a half-written mix. Indexes of schema 1
+(passages in ``passages.jsonl``) still load; saving writes schema 2.
 """
 
 from __future__ import annotations
@@ -17,34 +32,65 @@ from __future__ import annotations
 import io
 import logging
 import json
+import math
 import os
 import shutil
 import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Literal, Sequence
 
 import numpy as np
 from pydantic import ValidationError
 
 from ragleak.errors import IndexStoreError
 from ragleak.rag.embedder import Embedder
+from ragleak.rag.passage_store import PassageStore
 from ragleak.files import atomic_write_bytes, atomic_write_text, sha256_file
 from ragleak.records import Passage, Scored
 
 log = logging.getLogger(__name__)
 
-INDEX_SCHEMA_VERSION = 1
+INDEX_SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)  # 1: passages in passages.jsonl (read into memory on load)
 MANIFEST = "manifest.json"
 FAISS_FILE = "index.faiss"
-PASSAGES_FILE = "passages.jsonl"
+STORE_FILE = "passages.sqlite"
+PASSAGES_FILE = "passages.jsonl"  # schema 1 only
 EMBED_SLICE = 256  # passages embedded between two progress reports (a second or two on 2 cores)
+
+IndexKind = Literal["flat", "ivf", "hnsw"]
+KINDS: tuple[str, ...] = ("flat", "ivf", "hnsw")
+#: ``kind="auto"`` builds a flat (exact) index up to this many passages and an IVF index above it
+APPROXIMATE_ABOVE = 50_000
+IVF_LISTS_PER_SQRT_N = 4  # nlist = 4 sqrt(n): 1,265 lists at 100k passages
+IVF_TRAIN_PER_LIST = 40  # k-means sample: 40 points per list (FAISS warns below 39)
+# nprobe = nlist / 8 (at least 16): ~12% of the vectors scored per query. At nlist/16 (min 8) recall@5
+# against flat was 0.69 on bench_index_scale's random-word passages (N=600, no topical clusters: a
+# worst case for IVF); the audit's retrieval should differ from exact search as little as it can.
+IVF_PROBE_SHARE = 8
+IVF_MIN_PROBE = 16
+HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 64
 
 #: ``progress(done, total)``: passages embedded so far, of how many (the CLI draws a bar from it)
 Progress = Callable[[int, int], None]
 #: ``encode(texts) -> rows``: the same vectors as the index's embedder (a remembering one, say)
 Encode = Callable[[Sequence[str]], np.ndarray]
+
+
+def choose_kind(passages: int, requested: str = "auto") -> str:
+    """The index kind to build for ``passages`` passages: ``requested``, or for ``auto`` flat up
+    to ``APPROXIMATE_ABOVE`` and IVF above it."""
+    if requested == "auto":
+        return "flat" if passages <= APPROXIMATE_ABOVE else "ivf"
+    if requested not in KINDS:
+        raise IndexStoreError(f"unknown index kind {requested!r}; known: auto, {', '.join(KINDS)}")
+    return requested
+
+
+def ivf_lists(passages: int) -> int:
+    return max(1, min(passages, round(IVF_LISTS_PER_SQRT_N * math.sqrt(passages))))
 
 
 def _pin_faiss_threads() -> None:
@@ -58,27 +104,82 @@ def _pin_faiss_threads() -> None:
 
 
 class PassageIndex:
-    def __init__(self, embedder: Embedder, metadata: dict | None = None) -> None:
-        import faiss
-
+    def __init__(self, embedder: Embedder, metadata: dict | None = None, kind: str = "flat") -> None:
         _pin_faiss_threads()
+        if kind not in KINDS:
+            raise IndexStoreError(f"unknown index kind {kind!r}; known: {', '.join(KINDS)}")
         self.embedder = embedder
         self.metadata = dict(metadata or {})
-        self._faiss = faiss.IndexIDMap2(faiss.IndexFlatIP(embedder.dim))
-        self._passages: dict[int, Passage] = {}
-        self._by_passage_id: dict[str, int] = {}
+        self._kind = kind
+        self.params: dict = {}  # the kind's parameters (nlist, nprobe; M, efSearch), saved in the manifest
+        self._faiss = None  # made at the first add (an IVF index's lists depend on the corpus size)
+        self._store = PassageStore()
+        self._count = 0
+        self._docs: tuple[np.ndarray, np.ndarray, list[str]] | None = None  # FAISS id -> document, for pools
         self._next_id = 0
         self._query_vectors: dict[str, np.ndarray] = {}  # a pipeline and its defense embed the same query
+        #: of the last ``add``: passages embedded, passages found in kept slices, seconds spent embedding
+        self.build_stats: dict[str, float] = {}
+        if kind != "ivf":
+            self._faiss = self._new_faiss(0)
+
+    # -- the FAISS index of each kind ---------------------------------------------------------
+    def _new_faiss(self, n: int):
+        import faiss
+
+        d = self.embedder.dim
+        if self._kind == "flat":
+            return faiss.IndexIDMap2(faiss.IndexFlatIP(d))
+        if self._kind == "hnsw":
+            inner = faiss.IndexHNSWFlat(d, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+            inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+            inner.hnsw.efSearch = HNSW_EF_SEARCH
+            self.params = {"M": HNSW_M, "efConstruction": HNSW_EF_CONSTRUCTION, "efSearch": HNSW_EF_SEARCH}
+            return faiss.IndexIDMap2(inner)
+        nlist = ivf_lists(n)
+        quantizer = faiss.IndexFlatIP(d)
+        ivf = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+        ivf.cp.spherical = True  # unit vectors: centroids on the sphere
+        ivf.cp.min_points_per_centroid = 1  # small corpora (tests) train without FAISS's warning
+        ivf.nprobe = max(1, min(nlist, max(IVF_MIN_PROBE, nlist // IVF_PROBE_SHARE)))
+        self.params = {"nlist": nlist, "nprobe": ivf.nprobe}
+        return ivf
+
+    def _train(self, vectors: np.ndarray) -> None:
+        """Train an IVF index's lists on a seeded sample of the first vectors it is given."""
+        nlist = self._faiss.nlist
+        size = min(len(vectors), IVF_TRAIN_PER_LIST * nlist)
+        rows = np.sort(np.random.default_rng(0).choice(len(vectors), size=size, replace=False))
+        t0 = time.perf_counter()
+        self._faiss.train(np.ascontiguousarray(vectors[rows]))
+        self.params["trained_on"] = int(size)
+        log.info("trained %d IVF lists on %d vectors in %.1fs", nlist, size, time.perf_counter() - t0)
+
+    @property
+    def kind(self) -> str:
+        return self._kind
+
+    @property
+    def exact(self) -> bool:
+        """True when ``search`` scores every passage exactly (a flat index, not IVF/HNSW)."""
+        return self._kind == "flat"
+
+    @property
+    def scores_every_passage(self) -> bool:
+        """True when ``search(exact=True)``, ``score_all`` and ``best_per_document`` score every
+        passage exactly: every kind built here keeps its vectors uncompressed."""
+        return self._kind in KINDS
 
     # -- building -------------------------------------------------------------------------
     @classmethod
     def build(cls, passages: Sequence[Passage], embedder: Embedder, metadata: dict | None = None,
               progress: Progress | None = None, encode: Encode | None = None,
-              work_dir: Path | None = None) -> "PassageIndex":
-        """An index over ``passages``. With ``work_dir`` the vectors are kept there slice by slice
-        as they are embedded (each slice written atomically), so a build killed part-way resumes
-        at its first missing slice; the caller removes ``work_dir`` once the index is saved."""
-        index = cls(embedder, metadata)
+              work_dir: Path | None = None, kind: str = "auto") -> "PassageIndex":
+        """An index over ``passages`` of ``kind`` (``auto``: ``choose_kind``). With ``work_dir``
+        the vectors are kept there slice by slice as they are embedded (each slice written
+        atomically), so a build killed part-way resumes at its first missing slice; the caller
+        removes ``work_dir`` once the index is saved."""
+        index = cls(embedder, metadata, choose_kind(len(passages), kind))
         if work_dir is None:
             index.add(passages, progress, encode)
         else:
@@ -94,89 +195,166 @@ class PassageIndex:
         ``slices``: where finished slices are kept and found again (``build``'s ``work_dir``)."""
         encode = encode or self.embedder.encode
         passages = list(passages)
-        seen = set(self._by_passage_id)
+        seen: set[str] = set()
         for p in passages:
             if p.id in seen:
                 raise IndexStoreError(f"passage id {p.id!r} is already in the index")
             seen.add(p.id)
+        taken = self._store.existing_ids(seen)
+        if taken:
+            raise IndexStoreError(f"passage id {sorted(taken)[0]!r} is already in the index")
         if not passages:
             return
         if progress is not None:
             progress(0, len(passages))
         parts = []
+        embedded = resumed = 0
+        seconds = 0.0
         for start in range(0, len(passages), EMBED_SLICE):
             texts = [p.text for p in passages[start : start + EMBED_SLICE]]
             rows = slices.get(start, len(texts)) if slices is not None else None
             if rows is None:
+                t0 = time.perf_counter()
                 rows = encode(texts)
+                seconds += time.perf_counter() - t0
+                embedded += len(texts)
                 if slices is not None:
                     slices.put(start, rows)
+            else:
+                resumed += len(texts)
             parts.append(rows)
             if progress is not None:
                 progress(min(start + EMBED_SLICE, len(passages)), len(passages))
-        vectors = np.concatenate(parts, axis=0)
         ids = np.arange(self._next_id, self._next_id + len(passages), dtype=np.int64)
+        t0 = time.perf_counter()
+        self._add_vectors(ids, np.concatenate(parts, axis=0), passages)
+        self.build_stats = {"embedded": embedded, "resumed": resumed, "embed_s": round(seconds, 3),
+                            "index_s": round(time.perf_counter() - t0, 3)}
+
+    def _add_vectors(self, ids: np.ndarray, vectors: np.ndarray, passages: Sequence[Passage]) -> None:
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if self._faiss is None:
+            self._faiss = self._new_faiss(len(vectors))
+        if self._kind == "ivf" and not self._faiss.is_trained:
+            self._train(vectors)
         self._faiss.add_with_ids(vectors, ids)
-        for i, p in zip(ids.tolist(), passages):
-            self._passages[i] = p
-            self._by_passage_id[p.id] = i
-        self._next_id += len(passages)
+        self._store.add(list(zip(ids.tolist(), passages)))
+        self._count += len(passages)
+        self._next_id = max(self._next_id, int(ids.max()) + 1) if len(ids) else self._next_id
+        self._docs = None
 
     def remove_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove every passage of the given documents; returns how many passages went."""
-        wanted = set(doc_ids)
-        ids = [i for i, p in self._passages.items() if p.doc_id in wanted]
+        ids = self._store.ids_of_documents(doc_ids)
         if ids:
+            if self._kind == "hnsw":
+                raise IndexStoreError("an hnsw index cannot remove passages (FAISS's HNSW graph has no deletion); "
+                                      "rebuild the index without those documents, or build it as flat or ivf")
             self._faiss.remove_ids(np.array(ids, dtype=np.int64))
-            for i in ids:
-                del self._by_passage_id[self._passages.pop(i).id]
+            self._store.remove(ids)
+            self._count -= len(ids)
+            self._docs = None
         return len(ids)
+
+    def with_kind(self, kind: str) -> "PassageIndex":
+        """The same passages and vectors in an index of another ``kind`` (nothing is embedded again)."""
+        other = type(self)(self.embedder, self.metadata, choose_kind(len(self), kind))
+        ids, vectors = self.vectors()
+        order = np.argsort(ids)
+        ids, vectors = ids[order], vectors[order]
+        found = self._store.get_many(ids.tolist())
+        if len(ids):
+            other._add_vectors(ids, vectors, [found[i] for i in ids.tolist()])
+        other._next_id = self._next_id
+        return other
+
+    # -- the stored vectors -----------------------------------------------------------------
+    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(FAISS ids, their vectors) as held by the FAISS index, in its internal order."""
+        import faiss
+
+        d = self.embedder.dim
+        if self._faiss is None or self._faiss.ntotal == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, d), dtype=np.float32)
+        if self._kind == "ivf":
+            lists = self._faiss.invlists
+            ids, rows = [], []
+            for number in range(self._faiss.nlist):
+                size = lists.list_size(number)
+                if size:
+                    ids.append(faiss.rev_swig_ptr(lists.get_ids(number), size).copy())
+                    codes = faiss.rev_swig_ptr(lists.get_codes(number), size * lists.code_size).copy()
+                    rows.append(codes.view(np.float32).reshape(size, d))
+            return np.concatenate(ids).astype(np.int64), np.concatenate(rows)
+        inner = faiss.downcast_index(self._faiss.index)
+        storage = faiss.downcast_index(inner.storage) if self._kind == "hnsw" else inner
+        return (faiss.vector_to_array(self._faiss.id_map).astype(np.int64),
+                storage.reconstruct_n(0, storage.ntotal))
+
+    def _search_faiss(self, q: np.ndarray, k: int, exact: bool) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS's (scores, ids) of the best ``k``: the index's own search, or with ``exact`` every
+        stored vector scored (IVF: all lists probed; HNSW: its flat storage scanned)."""
+        import faiss
+
+        if not exact or self._kind == "flat":
+            return self._faiss.search(q, k)
+        if self._kind == "ivf":
+            return self._faiss.search(q, k, params=faiss.SearchParametersIVF(nprobe=self._faiss.nlist))
+        if self._kind == "hnsw":
+            storage = faiss.downcast_index(faiss.downcast_index(self._faiss.index).storage)
+            scores, internal = storage.search(q, k)
+            id_map = faiss.vector_to_array(self._faiss.id_map)
+            return scores, np.where(internal >= 0, id_map[np.clip(internal, 0, None)], -1)
+        raise IndexStoreError(f"a {self._kind} index cannot score every passage exactly")
 
     # -- querying -------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._passages)
+        return self._count
 
     @property
     def passages(self) -> list[Passage]:
-        return [self._passages[i] for i in sorted(self._passages)]
+        return [p for _, p in self._store.all()]
 
     @property
     def doc_ids(self) -> list[str]:
-        return sorted({p.doc_id for p in self._passages.values()})
+        return sorted(self._store.chunks_per_document())
 
-    @property
-    def exact(self) -> bool:
-        """True when the FAISS index scores every passage exactly (a flat index, not IVF/HNSW/PQ)."""
-        import faiss
-
-        inner = faiss.downcast_index(self._faiss.index) if hasattr(self._faiss, "index") else self._faiss
-        return isinstance(inner, faiss.IndexFlat)
-
-    def search(self, query: str, k: int) -> list[Scored]:
-        return self.search_many([query], k)[0]
+    def search(self, query: str, k: int, exact: bool = False) -> list[Scored]:
+        return self.search_many([query], k, exact)[0]
 
     def score_all(self, query: str) -> list[Scored]:
-        """Every passage with its exact score for ``query``, best first (a flat index: one pass)."""
-        return self.search(query, len(self._passages))
+        """Every passage with its exact score for ``query``, best first (one exhaustive pass)."""
+        return self.search(query, len(self), exact=True)
+
+    def _documents(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """(sorted FAISS ids, the document number of each, document names), built once per change."""
+        if self._docs is None:
+            ids, docs = self._store.doc_of_ids()
+            names = sorted(set(docs))
+            number = {name: i for i, name in enumerate(names)}
+            self._docs = (np.array(ids, dtype=np.int64), np.array([number[d] for d in docs], dtype=np.int64), names)
+        return self._docs
 
     def best_per_document(self, query: str, passages: int | None = None) -> list[Scored]:
         """One entry per document: its best passage, scored by the document's best (max) passage
-        score, best first; over every passage (exact) or the ``passages`` top-scored ones only."""
-        if not self._passages:
+        score, best first; over every passage, or the ``passages`` top-scored ones only - scored
+        exactly whatever the index's kind (this is a DP mechanism's pool)."""
+        if not len(self):
             return []
-        k = len(self._passages) if passages is None else min(passages, len(self._passages))
-        scores, ids = self._faiss.search(self._encode_queries([query]), k)
-        best: dict[str, Scored] = {}
-        for score, i in zip(scores[0].tolist(), ids[0].tolist()):
-            if i >= 0 and self._passages[i].doc_id not in best:  # sorted best first: the first is the max
-                best[self._passages[i].doc_id] = Scored(passage=self._passages[i], score=float(score))
-        return list(best.values())
+        k = len(self) if passages is None else min(passages, len(self))
+        scores, ids = self._search_faiss(self._encode_queries([query]), k, exact=True)
+        scores, ids = scores[0], ids[0]
+        keep = ids >= 0
+        scores, ids = scores[keep], ids[keep]
+        sorted_ids, doc_number, _ = self._documents()
+        docs = doc_number[np.searchsorted(sorted_ids, ids)]
+        _, first = np.unique(docs, return_index=True)  # results are best first: a document's first hit is its max
+        first = np.sort(first)
+        found = self._store.get_many(ids[first].tolist())
+        return [Scored(passage=found[int(ids[j])], score=float(scores[j])) for j in first.tolist()]
 
     def chunks_per_document(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for p in self._passages.values():
-            counts[p.doc_id] = counts.get(p.doc_id, 0) + 1
-        return counts
+        return self._store.chunks_per_document()
 
     def _encode_queries(self, queries: list[str]) -> np.ndarray:
         missing = [q for q in dict.fromkeys(queries) if q not in self._query_vectors]
@@ -186,13 +364,16 @@ class PassageIndex:
             self._query_vectors.update(zip(missing, self.embedder.encode(missing)))
         return np.stack([self._query_vectors[q] for q in queries]).astype(np.float32, copy=False)
 
-    def search_many(self, queries: Sequence[str], k: int) -> list[list[Scored]]:
-        if not self._passages:
+    def search_many(self, queries: Sequence[str], k: int, exact: bool = False) -> list[list[Scored]]:
+        """The best ``k`` passages of each query, best first: by the index's own search, or with
+        ``exact`` by scoring every passage (the same as ``search`` on a flat index)."""
+        if not len(self):
             return [[] for _ in queries]
         q = self._encode_queries(list(queries))
-        scores, ids = self._faiss.search(q, min(k, len(self._passages)))
+        scores, ids = self._search_faiss(q, min(k, len(self)), exact)
+        found = self._store.get_many(i for i in ids.ravel().tolist() if i >= 0)
         return [
-            [Scored(passage=self._passages[int(i)], score=float(s)) for s, i in zip(row_s, row_i) if i >= 0]
+            [Scored(passage=found[int(i)], score=float(s)) for s, i in zip(row_s, row_i) if i >= 0]
             for row_s, row_i in zip(scores, ids)
         ]
 
@@ -204,19 +385,21 @@ class PassageIndex:
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.building."))
         try:
+            if self._faiss is None:
+                self._faiss = self._new_faiss(0)
             faiss.write_index(self._faiss, str(staging / FAISS_FILE))
-            with open(staging / PASSAGES_FILE, "w", encoding="utf-8") as f:
-                for i in sorted(self._passages):
-                    f.write(json.dumps({"faiss_id": i, **self._passages[i].model_dump(mode="json")}, ensure_ascii=False) + "\n")
+            self._store.save_to(staging / STORE_FILE)
             manifest = {
                 "schema_version": INDEX_SCHEMA_VERSION,
                 "embedder": self.embedder.name,
                 "dim": self.embedder.dim,
-                "passages": len(self._passages),
+                "kind": self._kind,
+                "params": self.params,
+                "passages": len(self),
                 "documents": len(self.doc_ids),
                 "next_id": self._next_id,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "sha256": {name: sha256_file(staging / name) for name in (FAISS_FILE, PASSAGES_FILE)},
+                "sha256": {name: sha256_file(staging / name) for name in (FAISS_FILE, STORE_FILE)},
                 "metadata": self.metadata,
             }
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
@@ -241,24 +424,49 @@ class PassageIndex:
             path = member_file(directory, name)
             if sha256_file(path) != expected:
                 raise IndexStoreError(f"corrupt index {directory}: {name} does not match its checksum; rebuild it")
-        index = cls(embedder, manifest.get("metadata"))
+        kind = manifest.get("kind", "flat")
+        if kind not in KINDS:
+            raise IndexStoreError(f"index {directory} is of kind {kind!r}, this ragleak reads {', '.join(KINDS)}; "
+                                  "rebuild it")
+        index = cls(embedder, manifest.get("metadata"), kind)
         try:
             index._faiss = faiss.read_index(str(directory / FAISS_FILE))
-            with open(directory / PASSAGES_FILE, encoding="utf-8") as f:
-                for line_no, line in enumerate(f, start=1):
-                    row = json.loads(line)
-                    i = row.pop("faiss_id")
-                    index._passages[i] = Passage.model_validate(row)
-                    index._by_passage_id[index._passages[i].id] = i
+            if manifest["schema_version"] == 1:
+                index._store = _store_from_jsonl(directory / PASSAGES_FILE)
+            else:
+                index._store = PassageStore.open(directory / STORE_FILE)
+            index._count = len(index._store)
         except (RuntimeError, ValueError, KeyError, ValidationError) as exc:
             raise IndexStoreError(f"corrupt index {directory}: {exc}") from exc
-        if index._faiss.ntotal != len(index._passages) or len(index._passages) != manifest["passages"]:
+        expected_type = {"flat": faiss.IndexIDMap2, "hnsw": faiss.IndexIDMap2, "ivf": faiss.IndexIVFFlat}[kind]
+        if not isinstance(index._faiss, expected_type):
+            raise IndexStoreError(f"corrupt index {directory}: the manifest says {kind}, {FAISS_FILE} holds a "
+                                  f"{type(index._faiss).__name__}; rebuild it")
+        index.params = dict(manifest.get("params") or {})
+        if kind == "ivf" and "nprobe" in index.params:
+            index._faiss.nprobe = int(index.params["nprobe"])
+        if kind == "hnsw" and "efSearch" in index.params:
+            faiss.downcast_index(index._faiss.index).hnsw.efSearch = int(index.params["efSearch"])
+        if index._faiss.ntotal != len(index) or len(index) != manifest["passages"]:
             raise IndexStoreError(
-                f"corrupt index {directory}: {index._faiss.ntotal} vectors, {len(index._passages)} passages, "
+                f"corrupt index {directory}: {index._faiss.ntotal} vectors, {len(index)} passages, "
                 f"manifest says {manifest['passages']}; rebuild it"
             )
         index._next_id = int(manifest["next_id"])
         return index
+
+
+def _store_from_jsonl(path: Path) -> PassageStore:
+    """A schema-1 index's ``passages.jsonl`` read into an in-memory store."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            i = row.pop("faiss_id")
+            rows.append((int(i), Passage.model_validate(row)))
+    store = PassageStore()
+    store.add(rows)
+    return store
 
 
 def read_manifest(directory: Path) -> dict:
@@ -276,14 +484,16 @@ def read_manifest(directory: Path) -> dict:
     required = {"schema_version", "embedder", "dim", "passages", "next_id", "sha256"}
     if not isinstance(manifest, dict) or not required <= set(manifest):
         raise IndexStoreError(f"corrupt index {directory}: {MANIFEST} lacks {sorted(required - set(manifest or {}))}")
-    if manifest["schema_version"] != INDEX_SCHEMA_VERSION:
+    if manifest["schema_version"] not in READABLE_SCHEMAS:
         raise IndexStoreError(
-            f"index {directory} has schema version {manifest['schema_version']}, this ragleak reads {INDEX_SCHEMA_VERSION}; rebuild it"
+            f"index {directory} has schema version {manifest['schema_version']}, this ragleak reads "
+            f"{', '.join(map(str, READABLE_SCHEMAS))}; rebuild it"
         )
+    files = {FAISS_FILE, PASSAGES_FILE if manifest["schema_version"] == 1 else STORE_FILE}
     checksums = manifest["sha256"]
-    if not isinstance(checksums, dict) or not {FAISS_FILE, PASSAGES_FILE} <= set(checksums):
-        raise IndexStoreError(f"corrupt index {directory}: {MANIFEST} lacks the checksums of {FAISS_FILE} "
-                              f"and {PASSAGES_FILE}; rebuild it")
+    if not isinstance(checksums, dict) or not files <= set(checksums):
+        raise IndexStoreError(f"corrupt index {directory}: {MANIFEST} lacks the checksums of "
+                              f"{' and '.join(sorted(files))}; rebuild it")
     return manifest
 
 
