@@ -23,8 +23,8 @@ from typing import NamedTuple, Sequence
 import numpy as np
 from pydantic import ValidationError
 
-from ragleak.errors import CacheCorruptError
-from ragleak.rag.generator import DecodingParams, Generation, Generator
+from ragleak.errors import CacheCorruptError, RagleakError
+from ragleak.rag.generator import DecodingParams, Generation, GenerationResult, Generator
 from ragleak.rag.prompt import ChatMessage
 from ragleak.records import canonical_json, digest
 
@@ -232,6 +232,60 @@ class CachedGenerator:
         generation = self.inner.generate(messages, p)
         self.cache.put(cache_key(self.model_id, p, prompt), self.model_id, p, prompt, generation)
         return generation
+
+    def generate_many(self, batch: Sequence[Sequence[ChatMessage]],
+                      params: DecodingParams | None = None) -> list[GenerationResult]:
+        """``generate`` for each of ``batch``, counted and cached as if called one by one: hits
+        come from the cache, the misses go to the inner generator's ``generate_many`` in one
+        batch (one by one when it has none), and a prompt repeated within the batch is
+        generated once and served to its repeats as a hit. Each entry is a ``Generation`` or
+        the ``RagleakError`` that prompt alone raised; errors are never cached."""
+        p = params or self.params
+        prompts = [self.render(messages) for messages in batch]
+        results: list[GenerationResult | None] = [None] * len(batch)
+        first: dict[str, int] = {}  # prompt -> the batch position that generates it
+        repeats: list[int] = []
+        for i, prompt in enumerate(prompts):
+            if prompt in first:
+                repeats.append(i)
+                continue
+            hit = self._lookup(prompt, p) if self.cache is not None else None
+            if hit is not None:
+                results[i] = hit
+            else:
+                first[prompt] = i
+        todo = list(first.values())
+        self.misses += len(todo)
+        for i, out in zip(todo, self._inner_many([batch[i] for i in todo], p)):
+            results[i] = out
+            if isinstance(out, Generation) and self.cache is not None:
+                self.cache.put(cache_key(self.model_id, p, prompts[i]), self.model_id, p, prompts[i], out)
+        for i in repeats:
+            source = results[first[prompts[i]]] if prompts[i] in first else None
+            if isinstance(source, Generation) and self.cache is not None:
+                self.hits += 1  # as the repeat would have been, one by one
+                results[i] = source.model_copy(update={"cached": True})
+            else:  # no cache (every call runs the model), or its first copy failed: run it again
+                self.misses += 1
+                results[i] = self._inner_many([batch[i]], p)[0]
+        return [r for r in results if r is not None]
+
+    def _inner_many(self, batch: list[Sequence[ChatMessage]], params: DecodingParams) -> list[GenerationResult]:
+        if not batch:
+            return []
+        many = getattr(self.inner, "generate_many", None)
+        try:
+            if many is not None:
+                return list(many(batch, params))
+        except RagleakError as exc:  # the batch as a whole failed: each of its prompts failed
+            return [exc] * len(batch)
+        out: list[GenerationResult] = []
+        for messages in batch:
+            try:
+                out.append(self.inner.generate(messages, params))
+            except RagleakError as exc:
+                out.append(exc)
+        return out
 
     def _lookup(self, prompt: str, params: DecodingParams) -> Generation | None:
         hit, repaired = self.cache.read(cache_key(self.model_id, params, prompt))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from ragleak.errors import ModelNotInstalledError, RagleakError
 from ragleak.rag.completion import CompletionText
@@ -29,7 +29,15 @@ log = logging.getLogger(__name__)
 
 
 class DecodingParams(Record):
-    """Sampling settings. temperature 0 means greedy (argmax) decoding."""
+    """Sampling settings. temperature 0 means greedy (argmax) decoding.
+
+    ``batch`` > 1 is the batched-generation mode: a cell's independent single-turn queries (the PS
+    pool, MI probes, canary queries) are decoded up to ``batch`` at a time in one llama.cpp
+    context (``LlamaCppGenerator.generate_many``). It is part of the settings, so of every cache
+    key and cell id, whatever its measured exactness: batched and one-at-a-time results never
+    mix in one cache or report. At the default 1 it is left out of the serialised settings, so
+    the keys and cell ids of unbatched runs are those they had before the field existed.
+    """
 
     max_tokens: int = Field(default=256, ge=1, le=8192)
     temperature: float = Field(default=0.0, ge=0.0, le=5.0)
@@ -37,6 +45,14 @@ class DecodingParams(Record):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     repeat_penalty: float = Field(default=1.0, gt=0.0)
     seed: int = 0
+    batch: int = Field(default=1, ge=1, le=64, description="independent queries decoded together (1: one at a time)")
+
+    @model_serializer(mode="wrap")
+    def _unbatched_as_before(self, handler):
+        data = handler(self)
+        if self.batch == 1 and isinstance(data, dict):
+            data.pop("batch", None)
+        return data
 
 
 class Generation(Record):
