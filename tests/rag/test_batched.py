@@ -12,7 +12,7 @@ from ragleak.attacks.base import QuerySession
 from ragleak.config import StackConfig
 from ragleak.defenses import Defense
 from ragleak.errors import RagleakError
-from ragleak.rag.cache import CachedGenerator, GenerationCache, cache_key
+from ragleak.rag.cache import CachedGenerator, GenerationCache, batched_cache_key, cache_key
 from ragleak.rag.completion import CompletionText
 from ragleak.rag.generator import DecodingParams, Generation
 from ragleak.rag.pipeline import RAGPipeline
@@ -46,37 +46,53 @@ def test_unbatched_settings_serialise_as_before_and_batch_enters_every_key():
 
 # -- CachedGenerator.generate_many -------------------------------------------------------------
 
-def test_hits_come_from_the_cache_and_only_misses_are_batched(tmp_path):
-    inner = ScriptedGenerator(_reverse, model_id="m")
-    gen = CachedGenerator(inner, GenerationCache(tmp_path / "c.sqlite"))
-    gen.generate(_msgs("one"))
-    out = gen.generate_many([_msgs("one"), _msgs("two"), _msgs("three"), _msgs("two")])
-    assert [g.text for g in out] == ["eno", "owt", "eerht", "owt"]
-    assert [g.cached for g in out] == [True, False, False, True]  # the repeat is a hit, as one by one
-    assert inner.batches == [2] and inner.calls == 3
-    assert (gen.hits, gen.misses) == (2, 3)
-    again = gen.generate_many([_msgs("three"), _msgs("two")])
-    assert all(g.cached for g in again) and inner.batches == [2]  # nothing new reached the model
+B4 = DecodingParams(batch=4)
 
 
-def test_counters_match_one_by_one_generation(tmp_path):
-    prompts = [_msgs(t) for t in ["a", "b", "a", "c", "b", "d"]]
+def test_unbatched_settings_generate_one_by_one_with_the_usual_keys_and_counters(tmp_path):
+    prompts = [_msgs(t) for t in ["a", "b", "a", "c", "poison", "d"]]
     one = CachedGenerator(ScriptedGenerator(_reverse, model_id="m"), GenerationCache(tmp_path / "1.sqlite"))
-    many = CachedGenerator(ScriptedGenerator(_reverse, model_id="m"), GenerationCache(tmp_path / "2.sqlite"))
-    texts = [one.generate(p).text for p in prompts]
-    assert [g.text for g in many.generate_many(prompts)] == texts
-    assert (many.hits, many.misses) == (one.hits, one.misses) == (2, 4)
+    inner = ScriptedGenerator(_reverse, model_id="m")
+    many = CachedGenerator(inner, GenerationCache(tmp_path / "2.sqlite"))
+    texts = []
+    for p in prompts:
+        try:
+            texts.append(one.generate(p).text)
+        except RagleakError as exc:
+            texts.append(type(exc))
+    out = many.generate_many(prompts)
+    assert [o.text if isinstance(o, Generation) else type(o) for o in out] == texts
+    assert (many.hits, many.misses) == (one.hits, one.misses) == (1, 5) and inner.batches == []
+    assert many.cached(_msgs("c")) is not None  # stored under the one-at-a-time key
+
+
+def test_a_batch_is_cached_whole_and_keyed_by_its_composition(tmp_path):
+    inner = ScriptedGenerator(_reverse, model_id="m", params=B4)
+    gen = CachedGenerator(inner, GenerationCache(tmp_path / "c.sqlite"))
+    batch = [_msgs("one"), _msgs("two"), _msgs("three")]
+    first = gen.generate_many(batch)
+    assert [g.text for g in first] == ["eno", "owt", "eerht"] and not any(g.cached for g in first)
+    again = gen.generate_many(batch)
+    assert [g.text for g in again] == ["eno", "owt", "eerht"] and all(g.cached for g in again)
+    assert inner.batches == [3] and (gen.hits, gen.misses) == (3, 3)
+    # the same prompt in another batch is another key (its text may depend on its neighbours),
+    # and a batch with any miss is decoded whole, never only its misses
+    gen.generate_many([_msgs("one"), _msgs("two"), _msgs("four")])
+    assert inner.batches == [3, 3] and gen.misses == 6
+    assert gen.cached(_msgs("one")) is None  # nothing under the one-at-a-time key
+    assert batched_cache_key("m", B4, "p", ["p", "q"]) != batched_cache_key("m", B4, "p", ["p", "r"])
 
 
 def test_a_failing_prompt_fails_alone_and_is_never_cached(tmp_path):
-    inner = ScriptedGenerator(_reverse, model_id="m")
+    inner = ScriptedGenerator(_reverse, model_id="m", params=B4)
     gen = CachedGenerator(inner, GenerationCache(tmp_path / "c.sqlite"))
-    out = gen.generate_many([_msgs("fine"), _msgs("poison pill"), _msgs("also fine")])
+    batch = [_msgs("fine"), _msgs("poison pill"), _msgs("also fine")]
+    out = gen.generate_many(batch)
     assert isinstance(out[1], RagleakError) and "poison" in str(out[1])
     assert [out[0].text, out[2].text] == ["enif", "enif osla"]
     assert len(gen.cache) == 2
-    retry = gen.generate_many([_msgs("poison pill")])
-    assert isinstance(retry[0], RagleakError) and inner.batches == [3, 1]  # tried again, not served
+    retry = gen.generate_many(batch)
+    assert isinstance(retry[1], RagleakError) and inner.batches == [3, 3]  # tried again, not served
 
 
 def test_a_batch_that_fails_as_a_whole_fails_each_prompt(tmp_path):
@@ -84,7 +100,7 @@ def test_a_batch_that_fails_as_a_whole_fails_each_prompt(tmp_path):
         def generate_many(self, batch, params=None):
             raise RagleakError("llama_decode failed (context full?)")
 
-    gen = CachedGenerator(Broken(model_id="m"), None)
+    gen = CachedGenerator(Broken(model_id="m", params=B4), None)
     out = gen.generate_many([_msgs("a"), _msgs("b")])
     assert all(isinstance(o, RagleakError) for o in out) and gen.misses == 2
 
@@ -107,7 +123,7 @@ def test_an_inner_generator_without_generate_many_goes_one_by_one(tmp_path):
                               finish_reason="stop", seconds=0.0)
 
     inner = Plain()
-    out = CachedGenerator(inner, None).generate_many([_msgs("x"), _msgs("poison"), _msgs("y")])
+    out = CachedGenerator(inner, None).generate_many([_msgs("x"), _msgs("poison"), _msgs("y")], B4)
     assert out[0].text == "X" and isinstance(out[1], RagleakError) and out[2].text == "Y" and inner.calls == 3
 
 
