@@ -206,9 +206,11 @@ class LlamaCppGenerator:
         the prompt's ``Generation`` or the ``RagleakError`` it alone raised. Non-greedy settings
         and single prompts go one at a time through ``generate``.
 
-        Whether an entry equals ``generate`` on the same prompt bit for bit is a property of the
-        model's kernels, measured by ``benchmarks/bench_batched.py``; callers use batching only
-        where the decoding settings ask for it (``DecodingParams.batch``)."""
+        An entry is *not* in general ``generate``'s text for the same prompt: a step of several
+        sequences sums in another order than a step of one, and near-tied tokens flip (measured
+        by ``benchmarks/bench_batched.py``), so a text can depend on the rest of its batch. It is
+        deterministic for a given batch. Callers batch only where the decoding settings ask for
+        it (``DecodingParams.batch``), and the cache keys such a generation by its whole batch."""
         p = params or self.params
         if len(batch) < 2 or not is_greedy(p):
             return [self._one(messages, p) for messages in batch]
@@ -228,6 +230,7 @@ class LlamaCppGenerator:
         if prompts:
             decoder = self._multi()
             # the completion loop may run a few tokens past its limit inside a UTF-8 character
+            # flash attention off, as the generator's Llama context has it
             decoded = decoder.greedy(prompts, stoppers, max(s.max_tokens for s in stoppers) + 8, flash_attn=False)
             self.invocations += len(prompts)
             for slot, stopper, d in zip(slots, stoppers, decoded):
