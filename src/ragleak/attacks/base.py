@@ -241,7 +241,9 @@ class QuerySession:
             raise ValueError("one phase per query")
         if (self.mode != "single" or self._stop_rule is not None or getattr(self.target, "batch_size", 1) < 2
                 or not callable(getattr(self.target, "answer_many", None))):
-            return [self.ask(query, phase=phase) for query, phase in zip(queries, phases)]
+            # stop asking once the budget is spent, as a loop that checks ``remaining`` would
+            return [self.ask(query, phase=phase) if self.remaining > 0 else None
+                    for query, phase in zip(queries, phases)]
         n = min(self.remaining, len(queries))
         out: list[QueryRecord | None] = []
         if n > 0:

@@ -18,9 +18,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
-import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Protocol, Sequence
 
@@ -113,12 +111,6 @@ class Stopper(Protocol):
     def push(self, token: int) -> bool: ...
 
 
-@dataclass(frozen=True)
-class Decoded:
-    """One greedily decoded sequence (its tokens and text are its stopper's)."""
-
-    prompt_tokens: int
-    seconds: float  # from the batch's start until this sequence finished
 
 
 class LlamaMultiSequence:
@@ -192,19 +184,18 @@ class LlamaMultiSequence:
 
 
     def greedy(self, prompts: Sequence[Sequence[int]], stoppers: Sequence["Stopper"], max_new_tokens: int,
-               flash_attn: bool | None = None) -> list[Decoded]:
+               flash_attn: bool | None = None) -> None:
         """Greedy (argmax, first index on ties, as llama.cpp's greedy sampler) decoding of
         independent token prompts in one context: each step appends every unfinished sequence's
         own token in one ``llama_decode``. ``stoppers[i].push(token)`` sees each token of
-        sequence i and says when it is finished (end token, stop string, token limit);
-        ``max_new_tokens`` sizes the context (a stopper must finish within it)."""
+        sequence i and says when it is finished (end token, stop string, token limit); the
+        tokens and text are the stoppers'. ``max_new_tokens`` sizes the context (a stopper must
+        finish within it)."""
         if len(prompts) != len(stoppers):
             raise ValueError("one stopper per prompt")
         if not prompts:
-            return []
+            return
         self.prepare()
-        t0 = time.perf_counter()
-        finished: dict[int, float] = {}
         with self._lock:
             session = Session(self, [list(p) for p in prompts], max_new_tokens, flash_attn=flash_attn)
             try:
@@ -213,16 +204,13 @@ class LlamaMultiSequence:
                     step: dict[int, int] = {}
                     for seq in active:
                         token = int(np.argmax(session.logits(seq)))
-                        if stoppers[seq].push(token):
-                            finished[seq] = time.perf_counter() - t0
-                        else:
+                        if not stoppers[seq].push(token):
                             step[seq] = token
                     active = sorted(step)
                     if step:
                         session.advance(step)
             finally:
                 session.close()
-        return [Decoded(prompt_tokens=len(prompts[i]), seconds=finished[i]) for i in range(len(prompts))]
 
     def token_bytes(self, tokens: Sequence[int]) -> bytes:
         """The bytes ``tokens`` spell (special tokens spell nothing, as in a completion's text)."""
