@@ -8,9 +8,10 @@ step rather than n full prompt evaluations (DP token voting).
 
 ``greedy`` decodes n *independent* prompts the same way (batched generation of a cell's fixed
 queries): each sequence gets its own argmax token per step and leaves the batch at its own end
-token or token limit. Whether that equals one-at-a-time decoding bit for bit depends on the
-model's kernels (a step of n tokens sums in another order than a step of one); it is measured,
-not assumed (``benchmarks/bench_batched.py``).
+token or token limit. It is not bit-identical to one-at-a-time decoding: a step of n tokens
+sums in another order than a step of one, and near-tied tokens flip (measured by
+``benchmarks/bench_batched.py``: 3 of 8 open-ended Qwen2.5-Coder-0.5B texts identical at 32
+tokens), so batched generation is an explicit mode (``DecodingParams.batch``).
 """
 
 from __future__ import annotations
@@ -111,8 +112,6 @@ class Stopper(Protocol):
     def push(self, token: int) -> bool: ...
 
 
-
-
 class LlamaMultiSequence:
     def __init__(self, model_path: Path, n_threads: int) -> None:
         self.model_path = Path(model_path)
@@ -181,7 +180,6 @@ class LlamaMultiSequence:
                 yield session
             finally:
                 session.close()
-
 
     def greedy(self, prompts: Sequence[Sequence[int]], stoppers: Sequence["Stopper"], max_new_tokens: int,
                flash_attn: bool | None = None) -> None:
