@@ -22,7 +22,7 @@ import numpy as np
 from ragleak.config import StackConfig
 from ragleak.errors import ConfigError, RagleakError
 from ragleak.rag.cache import CachedGenerator
-from ragleak.rag.generator import DecodingParams, Generation
+from ragleak.rag.generator import DecodingParams, Generation, GenerationResult
 from ragleak.rag.prompt import ChatMessage, render_chatml
 from ragleak.stack import ROLES, Role, Stack
 
@@ -54,7 +54,8 @@ class ScriptedGenerator:
     """A ``Generator`` whose replies come from ``script`` instead of a model.
 
     ``calls`` counts generations and ``prompts`` keeps every rendered prompt, so a test can check
-    what reached the model. A list script raises ``RagleakError`` once it runs out, so a test
+    what reached the model. ``generate_many`` answers a batch prompt by prompt and records its size in ``batches``.
+    A list script raises ``RagleakError`` once it runs out, so a test
     that makes more calls than it scripted fails instead of reading a made-up reply.
     ``logprobs`` (a function of the rendered prompt) serves ``next_token_logprobs``; without it
     that call raises, since a script has no vocabulary. With ``reflect_params`` a reply made
@@ -73,6 +74,7 @@ class ScriptedGenerator:
         self.logprobs = logprobs
         self.calls = 0
         self.prompts: list[str] = []
+        self.batches: list[int] = []  # the size of each generate_many call
 
     def render(self, messages: Sequence[ChatMessage]) -> str:
         return render_chatml(messages)
@@ -87,6 +89,19 @@ class ScriptedGenerator:
             text += f" [sampled at temperature={used.temperature:g}, seed={used.seed}]"
         return Generation(text=text, prompt_tokens=len(prompt.split()), completion_tokens=len(text.split()),
                           finish_reason="stop", seconds=0.0)
+
+    def generate_many(self, batch: Sequence[Sequence[ChatMessage]],
+                      params: DecodingParams | None = None) -> list[GenerationResult]:
+        """``generate`` for each prompt, as one batch (``batches`` records its size); a prompt whose
+        script raises ``RagleakError`` gets that error as its entry, as a real batch does."""
+        self.batches.append(len(batch))
+        out: list[GenerationResult] = []
+        for messages in batch:
+            try:
+                out.append(self.generate(messages, params))
+            except RagleakError as exc:
+                out.append(exc)
+        return out
 
     def _reply(self, messages: Sequence[ChatMessage], prompt: str) -> str:
         script = self.script

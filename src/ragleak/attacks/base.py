@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -231,23 +231,55 @@ class QuerySession:
         self._conversations += 1
         return Conversation(_SessionDoor(self, self._conversations - 1), self._conversations - 1)
 
+    def ask_many(self, queries: Sequence[str], phases: Sequence[str]) -> list[QueryRecord | None]:
+        """Independent queries (none depends on another's answer): the records ``ask`` would make
+        sending them one after another, in the same order (None once the budget is spent).
+        Where the target decodes independent queries together (its ``batch_size`` > 1; single
+        mode; no stop rule, which must see each outcome before the next query is sent) they go
+        to its ``answer_many``, and each query is charged an equal share of its batch's time."""
+        if len(queries) != len(phases):
+            raise ValueError("one phase per query")
+        if (self.mode != "single" or self._stop_rule is not None or getattr(self.target, "batch_size", 1) < 2
+                or not callable(getattr(self.target, "answer_many", None))):
+            # stop asking once the budget is spent, as a loop that checks ``remaining`` would
+            return [self.ask(query, phase=phase) if self.remaining > 0 else None
+                    for query, phase in zip(queries, phases)]
+        n = min(self.remaining, len(queries))
+        out: list[QueryRecord | None] = []
+        if n > 0:
+            t0 = time.perf_counter()
+            responses = self.target.answer_many(list(queries[:n]))
+            share = (time.perf_counter() - t0) / n
+            for query, phase, response in zip(queries, phases, responses):
+                out.append(self._record(query, phase, response, None, 0, share))
+        return out + [None] * (len(queries) - len(out))
+
     def _call(self, query, phase, call, conversation, turn) -> QueryRecord | None:
         if self.remaining <= 0:
             return None
-        index = self.used
         t0 = time.perf_counter()
         try:
-            response: TargetResponse = call()
+            response: TargetResponse | BaseException = call()
         except TARGET_FAILURES as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            response = exc
+        return self._record(query, phase, response, conversation, turn, time.perf_counter() - t0)
+
+    def _record(self, query, phase, response: "TargetResponse | BaseException", conversation, turn,
+                seconds: float) -> QueryRecord:
+        """Record one query's outcome; an exception that is not a target failure is raised."""
+        index = self.used
+        if isinstance(response, BaseException):
+            if not isinstance(response, TARGET_FAILURES):
+                raise response
+            error = f"{type(response).__name__}: {response}"
             log.warning("query %d failed: %s", index, error)
             record = QueryRecord(index=index, query=query, error=error, phase=phase, conversation=conversation,
-                                 turn=turn, seconds=time.perf_counter() - t0)
+                                 turn=turn, seconds=seconds)
         else:
             record = QueryRecord(index=index, query=query, answer=response.answer,
                                  retrieved_ids=response.retrieved_ids, trace=response.trace,
                                  refused=response.refused, phase=phase,
-                                 conversation=conversation, turn=turn, seconds=time.perf_counter() - t0)
+                                 conversation=conversation, turn=turn, seconds=seconds)
         self.records.append(record)
         if self._stop_rule is not None and not record.ok:
             why = self._stop_rule.reason([r.ok for r in self.records])

@@ -36,7 +36,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, MembershipScore, QuerySession
+from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, MembershipScore, QueryRecord,
+                                  QuerySession)
 from ragleak.attacks.parsing import EMAIL, NAME, NUMBER, is_refusal, tokens
 from ragleak.context import RunContext
 from ragleak.errors import ConfigError
@@ -154,29 +155,38 @@ class MembershipInference(Attack):
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         scorers = set(self.params.scorers)
+        # every probe is fixed by its candidate, so all are planned first and sent as one list of
+        # independent queries (the session may decode them together); records are as if sent in turn
+        plan: list[tuple[str, str, str]] = []  # (doc id, kind, query) in sending order
+        for doc in view.documents:
+            x_q, _ = split_halves(doc.text)
+            if scorers & {"heuristic", "s2mia"}:
+                plan.append((doc.id, "probe", S2MIA_TEMPLATE.format(x_q=x_q)))
+            if "rag-mia" in scorers:
+                plan.append((doc.id, "rag-mia", RAG_MIA_TEMPLATE.format(x=doc.text[: self.params.rag_mia_chars])))
+        records = session.ask_many([q for _, _, q in plan], [f"{kind}:{doc_id}" for doc_id, kind, _ in plan])
+        by_doc: dict[str, list[tuple[str, str, QueryRecord | None]]] = {}
+        for (doc_id, kind, query), record in zip(plan, records):
+            by_doc.setdefault(doc_id, []).append((kind, query, record))
         results, failed = [], []
         for doc in view.documents:
-            if session.remaining <= 0:
+            asked = by_doc.get(doc.id, [])
+            if not asked or asked[0][2] is None:  # the budget ran out before this candidate
                 break
             scores: dict[str, float] = {}
-            x_q, x_r = split_halves(doc.text)
-            if scorers & {"heuristic", "s2mia"}:
-                query = S2MIA_TEMPLATE.format(x_q=x_q)
-                record = session.ask(query, phase=f"probe:{doc.id}")
-                if record is not None and record.ok:
+            _, x_r = split_halves(doc.text)
+            for kind, query, record in asked:
+                if record is None:
+                    continue
+                if not record.ok:
+                    failed.append({"doc_id": doc.id, "query": record.index})
+                elif kind == "probe":
                     if "heuristic" in scorers:
                         scores["heuristic"] = heuristic_score(record.answer, x_r, query)
                     if "s2mia" in scorers:
                         scores["s2mia"] = bleu(record.answer, x_r)
-                elif record is not None:
-                    failed.append({"doc_id": doc.id, "query": record.index})
-            if "rag-mia" in scorers:
-                record = session.ask(RAG_MIA_TEMPLATE.format(x=doc.text[: self.params.rag_mia_chars]),
-                                     phase=f"rag-mia:{doc.id}")
-                if record is not None and record.ok:
+                else:
                     scores["rag-mia"] = yes_no_score(record.answer)
-                elif record is not None:
-                    failed.append({"doc_id": doc.id, "query": record.index})
             results.append(MembershipScore(doc_id=doc.id, scores=scores))
         return AttackResult(membership=results, state={"failed": failed, "scorers": sorted(scorers)})
 

@@ -95,12 +95,14 @@ class PromptExtraction(Attack):
         p = self.params
         pool = load_pool(p.pool, p.pool_version)
         followups = load_pool(p.followups, p.followups_version).items if p.turns > 1 else []
-        for i in pool_order(len(pool.items), session.seed):
+        order = pool_order(len(pool.items), session.seed)
+        if p.turns == 1:
+            # the pool queries are independent: the session may decode them together (batched
+            # generation, where the target's decoding settings ask for it), records unchanged
+            session.ask_many([pool.items[i] for i in order], [f"pool:{i}" for i in order])
+        for i in order if p.turns > 1 else ():
             if session.remaining <= 0:
                 break
-            if p.turns == 1:
-                session.ask(pool.items[i], phase=f"pool:{i}")
-                continue
             conversation = session.conversation()
             conversation.ask(pool.items[i], phase=f"pool:{i}")
             for turn in range(p.turns - 1):

@@ -2,8 +2,10 @@
 
 Key = SHA-256 of (model file hash, decoding parameters, exact rendered prompt). Greedy decoding is
 deterministic, so a repeated key always maps to the same text and serving it from the cache is
-exact, not an approximation. Storage is SQLite in WAL mode: readers never block the writer, and
-concurrent writers wait on SQLite's lock (busy timeout) instead of failing.
+exact, not an approximation. A batched generation (``DecodingParams.batch`` > 1) is keyed by its
+whole batch as well: batched decoding is deterministic per batch, not per prompt. Storage is
+SQLite in WAL mode: readers never block the writer, and concurrent writers wait on SQLite's lock
+(busy timeout) instead of failing.
 
 SQLite does not checksum its pages, so a flipped byte in a stored answer would be served as if
 the model had said it. Each entry therefore carries a SHA-256 of its key and value; an entry that
@@ -23,8 +25,8 @@ from typing import NamedTuple, Sequence
 import numpy as np
 from pydantic import ValidationError
 
-from ragleak.errors import CacheCorruptError
-from ragleak.rag.generator import DecodingParams, Generation, Generator
+from ragleak.errors import CacheCorruptError, RagleakError
+from ragleak.rag.generator import DecodingParams, Generation, GenerationResult, Generator
 from ragleak.rag.prompt import ChatMessage
 from ragleak.records import canonical_json, digest
 
@@ -50,6 +52,13 @@ REBUILD_HINT = "rerun with --rebuild-cache to move it aside and start a fresh ca
 
 def cache_key(model_id: str, params: DecodingParams, prompt: str) -> str:
     return digest({"model": model_id, "params": params.model_dump(mode="json"), "prompt": prompt})
+
+
+def batched_cache_key(model_id: str, params: DecodingParams, prompt: str, batch: Sequence[str]) -> str:
+    """The key of ``prompt``'s generation decoded in the batch of prompts ``batch`` (in order):
+    batched decoding is not exact, so the batch is part of what determines the text."""
+    return digest({"model": model_id, "params": params.model_dump(mode="json"), "prompt": prompt,
+                   "batch": digest(list(batch))})
 
 
 def entry_checksum(key: str, model_id: str, params: str, prompt: str, generation: str) -> str:
@@ -232,6 +241,60 @@ class CachedGenerator:
         generation = self.inner.generate(messages, p)
         self.cache.put(cache_key(self.model_id, p, prompt), self.model_id, p, prompt, generation)
         return generation
+
+    def generate_many(self, batch: Sequence[Sequence[ChatMessage]],
+                      params: DecodingParams | None = None) -> list[GenerationResult]:
+        """``generate`` for each of ``batch``; each entry is a ``Generation`` or the
+        ``RagleakError`` that prompt alone raised (errors are never cached).
+
+        Unbatched settings (``batch`` 1) generate one by one, exactly as ``generate``. Batched
+        settings decode the prompts together, and batched greedy decoding is not bit-identical
+        to one-at-a-time decoding (measured: ``benchmarks/bench_batched.py``): a prompt's text
+        can depend on the other prompts in its batch. So each entry is keyed by its prompt *and
+        the whole batch* (``batched_cache_key``), and a batch with any miss is decoded whole, in
+        the same composition, never just its misses: what the cache serves is then a function
+        of the key alone, not of what happened to be cached when the batch ran."""
+        p = params or self.params
+        if p.batch < 2:
+            return [self._try(lambda m=messages: self.generate(m, p)) for messages in batch]
+        prompts = [self.render(messages) for messages in batch]
+        keys = [batched_cache_key(self.model_id, p, prompt, prompts) for prompt in prompts]
+        if self.cache is not None:
+            found = [self.cache.read(key) for key in keys]
+            self.repairs += sum(f.repaired for f in found)
+            if all(f.generation is not None for f in found):
+                self.hits += len(batch)
+                return [f.generation.model_copy(update={"cached": True}) for f in found]  # type: ignore[union-attr]
+        self.misses += len(batch)  # the whole batch runs, its cached members included
+        results = self._inner_many(list(batch), p)
+        for key, prompt, out in zip(keys, prompts, results):
+            if isinstance(out, Generation) and self.cache is not None:
+                self.cache.put(key, self.model_id, p, prompt, out)
+        return results
+
+    @staticmethod
+    def _try(call) -> GenerationResult:
+        try:
+            return call()
+        except RagleakError as exc:
+            return exc
+
+    def _inner_many(self, batch: list[Sequence[ChatMessage]], params: DecodingParams) -> list[GenerationResult]:
+        if not batch:
+            return []
+        many = getattr(self.inner, "generate_many", None)
+        try:
+            if many is not None:
+                return list(many(batch, params))
+        except RagleakError as exc:  # the batch as a whole failed: each of its prompts failed
+            return [exc] * len(batch)
+        out: list[GenerationResult] = []
+        for messages in batch:
+            try:
+                out.append(self.inner.generate(messages, params))
+            except RagleakError as exc:
+                out.append(exc)
+        return out
 
     def _lookup(self, prompt: str, params: DecodingParams) -> Generation | None:
         hit, repaired = self.cache.read(cache_key(self.model_id, params, prompt))

@@ -13,13 +13,15 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from ragleak.errors import ModelNotInstalledError, RagleakError
+from ragleak.rag.completion import CompletionText
 from ragleak.rag.models import ModelSpec, get_spec, model_path
+from ragleak.rag.multiseq import LlamaMultiSequence
 from ragleak.rag.prompt import ChatMessage, render_chatml
 from ragleak.records import Record
 
@@ -27,7 +29,15 @@ log = logging.getLogger(__name__)
 
 
 class DecodingParams(Record):
-    """Sampling settings. temperature 0 means greedy (argmax) decoding."""
+    """Sampling settings. temperature 0 means greedy (argmax) decoding.
+
+    ``batch`` > 1 is the batched-generation mode: a cell's independent single-turn queries (the PS
+    pool, MI probes, canary queries) are decoded up to ``batch`` at a time in one llama.cpp
+    context (``LlamaCppGenerator.generate_many``). It is part of the settings, so of every cache
+    key and cell id, whatever its measured exactness: batched and one-at-a-time results never
+    mix in one cache or report. At the default 1 it is left out of the serialised settings, so
+    the keys and cell ids of unbatched runs are those they had before the field existed.
+    """
 
     max_tokens: int = Field(default=256, ge=1, le=8192)
     temperature: float = Field(default=0.0, ge=0.0, le=5.0)
@@ -35,6 +45,14 @@ class DecodingParams(Record):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     repeat_penalty: float = Field(default=1.0, gt=0.0)
     seed: int = 0
+    batch: int = Field(default=1, ge=1, le=64, description="independent queries decoded together (1: one at a time)")
+
+    @model_serializer(mode="wrap")
+    def _unbatched_as_before(self, handler):
+        data = handler(self)
+        if self.batch == 1 and isinstance(data, dict):
+            data.pop("batch", None)
+        return data
 
 
 class Generation(Record):
@@ -44,6 +62,20 @@ class Generation(Record):
     finish_reason: str
     seconds: float
     cached: bool = False
+
+
+#: One entry of a batched generation: the prompt's generation, or the error that prompt alone
+#: raised (a prompt longer than the context); one prompt's failure never fails the others.
+GenerationResult = Union[Generation, RagleakError]
+
+#: llama-cpp-python's completion stops at these strings as well as at end-of-generation tokens
+STOP_STRINGS = ("<|im_end|>", "<|endoftext|>")
+
+
+def is_greedy(params: DecodingParams) -> bool:
+    """Whether ``params`` decode by plain argmax in llama-cpp-python (temperature 0 selects its
+    greedy sampler whatever top-k/top-p say; a repeat penalty other than 1 would change the logits)."""
+    return params.temperature == 0.0 and params.repeat_penalty == 1.0
 
 
 @runtime_checkable
@@ -89,6 +121,7 @@ class LlamaCppGenerator:
         self.params = params or DecodingParams()
         self.invocations = 0
         self._llm = None
+        self._decoder: LlamaMultiSequence | None = None
         self._lock = threading.Lock()
 
     @property
@@ -138,10 +171,7 @@ class LlamaCppGenerator:
             tokens = self.tokenize(prompt)
             room = self.n_ctx - len(tokens)
             if room < 1:
-                raise RagleakError(
-                    f"prompt has {len(tokens)} tokens but the model context is {self.n_ctx}; "
-                    "lower top_k or chunk_words, or raise n_ctx"
-                )
+                raise self._too_long(len(tokens))
             t0 = time.perf_counter()
             self.invocations += 1
             # a fresh KV state for every prompt: reusing a cached prefix changes the batch split
@@ -156,7 +186,7 @@ class LlamaCppGenerator:
                 min_p=0.0,
                 repeat_penalty=p.repeat_penalty,
                 seed=p.seed,
-                stop=["<|im_end|>", "<|endoftext|>"],
+                stop=list(STOP_STRINGS),
             )
             seconds = time.perf_counter() - t0
         choice = out["choices"][0]
@@ -168,6 +198,69 @@ class LlamaCppGenerator:
             finish_reason=choice.get("finish_reason") or "stop",
             seconds=seconds,
         )
+
+    def generate_many(self, batch: Sequence[Sequence[ChatMessage]],
+                      params: DecodingParams | None = None) -> list[GenerationResult]:
+        """Greedy generations of independent prompts decoded together (one llama.cpp context, one
+        ``llama_decode`` per step for every unfinished prompt; ``rag.multiseq``). Each entry is
+        the prompt's ``Generation`` or the ``RagleakError`` it alone raised. Non-greedy settings
+        and single prompts go one at a time through ``generate``.
+
+        An entry is *not* in general ``generate``'s text for the same prompt: a step of several
+        sequences sums in another order than a step of one, and near-tied tokens flip (measured
+        by ``benchmarks/bench_batched.py``), so a text can depend on the rest of its batch. It is
+        deterministic for a given batch. Callers batch only where the decoding settings ask for
+        it (``DecodingParams.batch``), and the cache keys such a generation by its whole batch."""
+        p = params or self.params
+        if len(batch) < 2 or not is_greedy(p):
+            return [self._one(messages, p) for messages in batch]
+        results: list[GenerationResult | None] = [None] * len(batch)
+        prompts, stoppers, slots = [], [], []
+        with self._lock:  # tokenizing goes through the loaded Llama
+            for i, messages in enumerate(batch):
+                tokens = self.tokenize(self.render(messages))
+                room = self.n_ctx - len(tokens)
+                if room < 1:
+                    results[i] = self._too_long(len(tokens))
+                    continue
+                prompts.append(tokens)
+                stoppers.append(CompletionText(self._piece, self._multi().is_end, min(p.max_tokens, room),
+                                               STOP_STRINGS, bos=self.llm.token_bos()))
+                slots.append(i)
+        if prompts:
+            t0 = time.perf_counter()
+            # flash attention off, as the generator's Llama context has it
+            self._multi().greedy(prompts, stoppers, max(s.max_tokens for s in stoppers) + 8, flash_attn=False)
+            self.invocations += len(prompts)
+            share = (time.perf_counter() - t0) / len(prompts)  # per-query times add up to the batch's
+            for slot, tokens, stopper in zip(slots, prompts, stoppers):
+                results[slot] = Generation(text=stopper.text.strip(), prompt_tokens=len(tokens),
+                                           completion_tokens=len(stopper.tokens),
+                                           finish_reason=stopper.finish_reason or "stop", seconds=share)
+        return [r for r in results if r is not None]
+
+    def _one(self, messages: Sequence[ChatMessage], params: DecodingParams) -> GenerationResult:
+        try:
+            return self.generate(messages, params)
+        except RagleakError as exc:
+            return exc
+
+    def _too_long(self, n_tokens: int) -> RagleakError:
+        return RagleakError(
+            f"prompt has {n_tokens} tokens but the model context is {self.n_ctx}; "
+            "lower top_k or chunk_words, or raise n_ctx"
+        )
+
+    def _multi(self) -> LlamaMultiSequence:
+        """The multi-sequence decoder over this generator's GGUF file (loaded once, memory-mapped)."""
+        if self._decoder is None:
+            self._decoder = LlamaMultiSequence(self.path, self.n_threads)
+        return self._decoder
+
+    def _piece(self, token: int) -> bytes:
+        # the token's bytes without llama-cpp-python's per-call BOS rule (CompletionText applies
+        # it once, to the whole completion, as create_completion does)
+        return self._multi().token_bytes([token])
 
     def next_token_logprobs(self, prompt: str) -> np.ndarray:
         """Log-probabilities (natural log, shape [vocab]) of the token that follows ``prompt``."""

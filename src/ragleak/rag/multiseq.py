@@ -1,10 +1,17 @@
-"""Lock-step decoding of several prompts in one llama.cpp context (for DP token voting).
+"""Lock-step decoding of several prompts in one llama.cpp context.
 
 ``LlamaMultiSequence`` loads the GGUF model once (memory-mapped, so it shares pages with the
 generator's copy) and opens ``session``s: each session puts n prompts into one context as
 sequences 0..n-1, returns their n next-token log-probability rows, and appends one chosen token to
 every sequence per step (one ``llama_decode`` with n tokens), so a voted token costs one batched
-step rather than n full prompt evaluations.
+step rather than n full prompt evaluations (DP token voting).
+
+``greedy`` decodes n *independent* prompts the same way (batched generation of a cell's fixed
+queries): each sequence gets its own argmax token per step and leaves the batch at its own end
+token or token limit. It is not bit-identical to one-at-a-time decoding: a step of n tokens
+sums in another order than a step of one, and near-tied tokens flip (measured by
+``benchmarks/bench_batched.py``: 3 of 8 open-ended Qwen2.5-Coder-0.5B texts identical at 32
+tokens), so batched generation is an explicit mode (``DecodingParams.batch``).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import math
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -29,7 +36,8 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 class Session:
     """n sequences advancing together; ``logprobs()`` is (n, vocab)."""
 
-    def __init__(self, owner: "LlamaMultiSequence", prompts: Sequence[list[int]], max_new_tokens: int) -> None:
+    def __init__(self, owner: "LlamaMultiSequence", prompts: Sequence[list[int]], max_new_tokens: int,
+                 flash_attn: bool | None = None) -> None:
         L = owner.lib
         self._L, self._owner, self.n = L, owner, len(prompts)
         longest = max(len(p) for p in prompts)
@@ -40,18 +48,21 @@ class Session:
         params.n_ubatch = min(512, params.n_batch)
         params.n_seq_max = self.n
         params.kv_unified = False
+        if flash_attn is not None:  # None: llama.cpp's default (auto); the generator's Llama says off
+            params.flash_attn_type = (L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
+                                      else L.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         params.n_threads = params.n_threads_batch = owner.n_threads
         self._ctx = L.llama_init_from_model(owner.model, params)
         if not self._ctx:
             raise RagleakError("llama.cpp could not create a multi-sequence context")
         self._batch = L.llama_batch_init(params.n_batch, 0, self.n)
         self._pos = [0] * self.n
-        rows = []
+        self._rows: list[np.ndarray] = []
         for seq, tokens in enumerate(prompts):  # one prefill per sequence keeps n_batch small
             self._decode([(t, j, seq, j == len(tokens) - 1) for j, t in enumerate(tokens)])
-            rows.append(self._row(len(tokens) - 1))
+            self._rows.append(self._row(len(tokens) - 1))
             self._pos[seq] = len(tokens)
-        self._logprobs = log_softmax(np.stack(rows))
+        self._logprobs: np.ndarray | None = None
 
     def _decode(self, entries: list[tuple[int, int, int, bool]]) -> None:
         b = self._batch
@@ -67,18 +78,38 @@ class Session:
         return np.ctypeslib.as_array(ptr, shape=(self._owner.n_vocab,)).astype(np.float64)
 
     def logprobs(self) -> np.ndarray:
+        if self._logprobs is None:
+            self._logprobs = log_softmax(np.stack(self._rows))
         return self._logprobs
 
+    def logits(self, seq: int) -> np.ndarray:
+        """Sequence ``seq``'s raw next-token logits (as of its last step)."""
+        return self._rows[seq]
+
     def append(self, token: int) -> None:
-        self._decode([(token, self._pos[s], s, True) for s in range(self.n)])
-        self._pos = [p + 1 for p in self._pos]
-        self._logprobs = log_softmax(np.stack([self._row(s) for s in range(self.n)]))
+        self.advance({s: token for s in range(self.n)})
+
+    def advance(self, tokens: Mapping[int, int]) -> None:
+        """Append ``tokens[seq]`` to each sequence named (one ``llama_decode`` for all of them);
+        sequences not named stay where they are (a finished one costs nothing more)."""
+        seqs = sorted(tokens)
+        self._decode([(tokens[s], self._pos[s], s, True) for s in seqs])
+        for i, s in enumerate(seqs):
+            self._pos[s] += 1
+            self._rows[s] = self._row(i)
+        self._logprobs = None
 
     def close(self) -> None:
         if self._ctx:
             self._L.llama_batch_free(self._batch)
             self._L.llama_free(self._ctx)
             self._ctx = None
+
+
+class Stopper(Protocol):
+    """Sees a sequence's tokens one by one; ``push`` returns True once the sequence is finished."""
+
+    def push(self, token: int) -> bool: ...
 
 
 class LlamaMultiSequence:
@@ -118,13 +149,7 @@ class LlamaMultiSequence:
         return list(buf[:n])
 
     def detokenize(self, tokens: Sequence[int]) -> str:
-        self.prepare()
-        out = bytearray()
-        buf = ctypes.create_string_buffer(256)
-        for token in tokens:
-            n = self.lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
-            out += buf.raw[:n]
-        return out.decode("utf-8", errors="replace")
+        return self.token_bytes(tokens).decode("utf-8", errors="replace")
 
     def is_end(self, token: int) -> bool:
         return bool(self.lib.llama_vocab_is_eog(self.vocab, token))
@@ -155,6 +180,45 @@ class LlamaMultiSequence:
                 yield session
             finally:
                 session.close()
+
+    def greedy(self, prompts: Sequence[Sequence[int]], stoppers: Sequence["Stopper"], max_new_tokens: int,
+               flash_attn: bool | None = None) -> None:
+        """Greedy (argmax, first index on ties, as llama.cpp's greedy sampler) decoding of
+        independent token prompts in one context: each step appends every unfinished sequence's
+        own token in one ``llama_decode``. ``stoppers[i].push(token)`` sees each token of
+        sequence i and says when it is finished (end token, stop string, token limit); the
+        tokens and text are the stoppers'. ``max_new_tokens`` sizes the context (a stopper must
+        finish within it)."""
+        if len(prompts) != len(stoppers):
+            raise ValueError("one stopper per prompt")
+        if not prompts:
+            return
+        self.prepare()
+        with self._lock:
+            session = Session(self, [list(p) for p in prompts], max_new_tokens, flash_attn=flash_attn)
+            try:
+                active = list(range(len(prompts)))
+                while active:
+                    step: dict[int, int] = {}
+                    for seq in active:
+                        token = int(np.argmax(session.logits(seq)))
+                        if not stoppers[seq].push(token):
+                            step[seq] = token
+                    active = sorted(step)
+                    if step:
+                        session.advance(step)
+            finally:
+                session.close()
+
+    def token_bytes(self, tokens: Sequence[int]) -> bytes:
+        """The bytes ``tokens`` spell (special tokens spell nothing, as in a completion's text)."""
+        self.prepare()
+        out = bytearray()
+        buf = ctypes.create_string_buffer(256)
+        for token in tokens:
+            n = self.lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+            out += buf.raw[:n]
+        return bytes(out)
 
 
 def decoder_for(generator, current: "LlamaMultiSequence | None" = None) -> LlamaMultiSequence:

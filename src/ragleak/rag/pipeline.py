@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Callable, Literal, Sequence
 
 from ragleak.context import RunContext
 from ragleak.defenses.base import Defense
@@ -196,9 +196,8 @@ class RAGPipeline:
         """One query through the defense's hooks; ``principal`` is the client id the target was
         told (None: none), for defenses that keep a budget per client."""
         r = self.retrieve(query, history, principal)
-        defense, timings, hooks, context, selected = self.defense, dict(r.timings), list(r.hooks), r.context, r.selected
-
-        messages = build_rag_messages(query, context, self.system_prompt, history)
+        defense = self.defense
+        messages = build_rag_messages(query, r.context, self.system_prompt, history)
         prompt = self.generator.render(messages)
         misses_before = getattr(self.generator, "misses", None)
 
@@ -207,12 +206,82 @@ class RAGPipeline:
             # a hook that changes the generator's settings must not change its own reference
             reference = self._reference(copy.deepcopy(messages), prompt)
             t = time.perf_counter()
-            draft = defense.generate(list(messages), list(context), self.generator)
+            draft = defense.generate(list(messages), list(r.context), self.generator)
             seconds = time.perf_counter() - t
         else:
             t = time.perf_counter()
             draft = reference = self.generator.generate(messages).text
             seconds = time.perf_counter() - t
+        return self._finish(query, history, r, prompt, draft, reference, seconds,
+                            lambda: misses_before is not None and getattr(self.generator, "misses") == misses_before)
+
+    def batch_size(self) -> int:
+        """How many independent queries ``answer_many`` decodes together: the decoding settings'
+        ``batch`` where the generator can batch and the defense's hooks allow it, else 1."""
+        size = getattr(getattr(self.generator, "params", None), "batch", 1)
+        if size < 2 or not callable(getattr(self.generator, "generate_many", None)) or not self._batchable():
+            return 1
+        return size
+
+    def _batchable(self) -> bool:
+        """Whether batching leaves every hook's inputs as ``answer`` would give them. Batching runs
+        the retrieval-side hooks of a batch's later queries before the postprocess of its
+        earlier ones, so it is refused for a defense that keeps per-query state
+        (``begin_query``), replaces ``generate`` (it decodes its own way: voting, sampling),
+        or overrides both a retrieval-side hook and ``postprocess`` (they may share state, a
+        noise stream for one, whose draws the reordering would swap)."""
+        d = self.defense
+        if d.overrides("begin_query") or d.overrides("generate"):
+            return False
+        return not (d.overrides("postprocess") and (d.overrides("score_retrieval") or d.overrides("rewrite_context")))
+
+    def answer_many(self, queries: Sequence[str], principal: str | None = None) -> list[Response | Exception]:
+        """Independent single-turn queries (no history): each entry is what ``answer(query, (),
+        principal)`` returns, or the exception it raises; one query's failure never fails the
+        others. Where ``batch_size()`` allows, each group of that many queries is retrieved query
+        by query (every hook as in ``answer``), generated in one batch
+        (``generator.generate_many``), then post-processed query by query; otherwise each query
+        goes through ``answer``."""
+        size = self.batch_size()
+        if size < 2:
+            return [self._try(lambda q=q: self.answer(q, (), principal)) for q in queries]
+        out: list[Response | Exception] = []
+        for start in range(0, len(queries), size):
+            out.extend(self._answer_batch(list(queries[start:start + size]), principal))
+        return out
+
+    @staticmethod
+    def _try(call) -> "Response | Exception":
+        try:
+            return call()
+        except Exception as exc:  # handed back in its query's place; the caller decides what it means
+            return exc
+
+    def _answer_batch(self, queries: list[str], principal: str | None) -> list[Response | Exception]:
+        out: list[Response | Exception | None] = [None] * len(queries)
+        pending: list[tuple[int, Retrieval, list, str]] = []
+        for i, query in enumerate(queries):
+            try:
+                r = self.retrieve(query, (), principal)
+                messages = build_rag_messages(query, r.context, self.system_prompt, ())
+                pending.append((i, r, messages, self.generator.render(messages)))
+            except Exception as exc:
+                out[i] = exc
+        generations = self.generator.generate_many([m for _, _, m, _ in pending]) if pending else []
+        counted = getattr(self.generator, "misses", None) is not None
+        for (i, r, _, prompt), generation in zip(pending, generations):
+            if isinstance(generation, Exception):
+                out[i] = generation
+                continue
+            out[i] = self._try(lambda: self._finish(queries[i], (), r, prompt, generation.text, generation.text,
+                                                    generation.seconds, lambda: counted and generation.cached))
+        return [o for o in out if o is not None]
+
+    def _finish(self, query: str, history, r: Retrieval, prompt: str, draft: str, reference: str | None,
+                seconds: float, cache_hit: Callable[[], bool]) -> Response:
+        """The generate hook's record, ``postprocess`` and the trace of one query (``cache_hit``
+        is asked after ``postprocess``, which might generate too)."""
+        defense, timings, hooks, context = self.defense, dict(r.timings), list(r.hooks), r.context
         timings["generate"] = seconds
         audited = reference is not None
         hooks.append(HookRecord(hook="generate", digest_in=digest(reference) if audited else None,
@@ -228,8 +297,7 @@ class RAGPipeline:
                                 content_in=_text_content(draft), content_out=_text_content(answer),
                                 released=released_passages(answer, context, draft), seconds=time.perf_counter() - t))
 
-        cache_hit = misses_before is not None and getattr(self.generator, "misses") == misses_before
-        context_scores = {s.passage.id: s.score for s in selected}
+        context_scores = {s.passage.id: s.score for s in r.selected}
         trace = Trace(
             query=query,
             turn=len(history),
@@ -242,7 +310,7 @@ class RAGPipeline:
             prompt=prompt,
             answer=answer,
             hooks=hooks,
-            cache_hit=cache_hit,
+            cache_hit=cache_hit(),
             timings=timings,
         )
         return Response(answer=answer, trace=trace)

@@ -81,8 +81,23 @@ class PipelineTarget:
     def answer(self, query: str, history: Sequence[Turn] = (), principal: str | None = None) -> TargetResponse:
         """``principal`` (a request's own client id, e.g. from ``ragleak serve``) wins over the target's."""
         response = self.pipeline.answer(query, tuple(history), self.principal if principal is None else principal)
-        return TargetResponse(query=query, answer=response.answer,
-                              retrieved_ids=response.trace.retrieved_ids, trace=response.trace)
+        return _target_response(query, response)
+
+    @property
+    def batch_size(self) -> int:
+        """How many independent queries ``answer_many`` decodes together (1: one at a time)."""
+        return self.pipeline.batch_size()
+
+    def answer_many(self, queries: Sequence[str]) -> list[TargetResponse | Exception]:
+        """Independent single-turn queries: each entry is ``answer(query)``'s response or the
+        exception it raised (``RAGPipeline.answer_many`` batches their generation)."""
+        return [out if isinstance(out, Exception) else _target_response(query, out)
+                for query, out in zip(queries, self.pipeline.answer_many(list(queries), self.principal))]
+
+
+def _target_response(query: str, response) -> TargetResponse:
+    return TargetResponse(query=query, answer=response.answer, retrieved_ids=response.trace.retrieved_ids,
+                          trace=response.trace)
 
 
 class CallableTarget:
