@@ -250,3 +250,36 @@ def test_paper_dry_run_has_an_eta_on_a_machine_that_never_measured_its_rates(tmp
     assert rates["prefill_tok_s"] > 0 and rates["decode_tok_s"] > 0 and "load_1m" in rates
     assert "measuring qwen2.5-coder-0.5b" in run.stderr
 
+
+
+def test_demo_calls_the_grid_and_report_commands_with_values_for_every_option(monkeypatch, tmp_path):
+    # typer's defaults are OptionInfo objects outside the CLI: a grid option added without a value
+    # here once made `ragleak demo` exit 2 ("--observe is a --dry-run option") before running a cell
+    import functools
+    import inspect
+
+    from typer.models import ParameterInfo
+    from typer.testing import CliRunner
+
+    import ragleak.cli.grid as grid_cli
+    import ragleak.cli.report as report_cli
+    from ragleak.cli import app
+
+    calls = {}
+
+    def recorder(name, command):
+        params = inspect.signature(command).parameters
+
+        def record(**kwargs):
+            assert set(kwargs) == set(params), name
+            assert not any(isinstance(v, ParameterInfo) for v in kwargs.values()), name
+            calls[name] = kwargs
+        return functools.wraps(command)(record)  # the same signature, as call_command reads it
+
+    monkeypatch.setattr(grid_cli, "grid_command", recorder("grid", grid_cli.grid_command))
+    monkeypatch.setattr(report_cli, "report_command", recorder("report", report_cli.report_command))
+    result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "demo"), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert calls["grid"]["preset"] == "demo" and calls["grid"]["workers"] == 1
+    assert calls["grid"]["observe"] is None and calls["grid"]["dry_run"] is False
+    assert calls["report"]["run_dir"] == tmp_path / "demo"

@@ -255,10 +255,27 @@ def demo(
     from ragleak.cli.grid import grid_command
     from ragleak.cli.report import report_command
 
-    grid_command(preset="demo", config=None, out=out, dry_run=False, executor="local", workers=workers,
-                 address=None, retry_errors=False, as_json=False, rebuild_cache=rebuild_cache, fail_if=None,
-                 audit=None, audit_fraction=None)
-    report_command(run_dir=out, fail_if=None, show_leaks=False, corpus=None, view=None, as_json=as_json)
+    call_command(grid_command, preset="demo", out=out, workers=workers, rebuild_cache=rebuild_cache)
+    call_command(report_command, run_dir=out, as_json=as_json)
+
+
+def call_command(command, **values):
+    """Call a typer command from Python with ``values``, every other parameter at its declared
+    default: typer's defaults are ``OptionInfo`` objects, not values, outside the CLI (a command
+    that grows an option must not break its Python callers)."""
+    import inspect
+
+    from typer.models import ParameterInfo
+
+    args = {}
+    for name, param in inspect.signature(command).parameters.items():
+        default = param.default.default if isinstance(param.default, ParameterInfo) else param.default
+        args[name] = values.pop(name) if name in values else default
+        if args[name] is inspect.Parameter.empty or args[name] is ...:
+            raise TypeError(f"{command.__name__}: no value for required parameter {name!r}")
+    if values:
+        raise TypeError(f"{command.__name__} has no parameter(s) {', '.join(sorted(values))}")
+    return command(**args)
 
 
 def _tour(out: Path, config: Optional[Path], as_json: bool, rebuild_cache: bool) -> None:
