@@ -288,13 +288,7 @@ class CachedGenerator:
                 return list(many(batch, params))
         except RagleakError as exc:  # the batch as a whole failed: each of its prompts failed
             return [exc] * len(batch)
-        out: list[GenerationResult] = []
-        for messages in batch:
-            try:
-                out.append(self.inner.generate(messages, params))
-            except RagleakError as exc:
-                out.append(exc)
-        return out
+        return [self._try(lambda m=messages: self.inner.generate(m, params)) for messages in batch]
 
     def _lookup(self, prompt: str, params: DecodingParams) -> Generation | None:
         hit, repaired = self.cache.read(cache_key(self.model_id, params, prompt))

@@ -268,6 +268,8 @@ class RAGPipeline:
             except Exception as exc:
                 out[i] = exc
         generations = self.generator.generate_many([m for _, _, m, _ in pending]) if pending else []
+        if len(generations) != len(pending):  # zip would drop queries and shift every later answer
+            raise RuntimeError(f"generate_many returned {len(generations)} results for {len(pending)} prompts")
         counted = getattr(self.generator, "misses", None) is not None
         for (i, r, _, prompt), generation in zip(pending, generations):
             if isinstance(generation, Exception):
@@ -275,7 +277,7 @@ class RAGPipeline:
                 continue
             out[i] = self._try(lambda: self._finish(queries[i], (), r, prompt, generation.text, generation.text,
                                                     generation.seconds, lambda: counted and generation.cached))
-        return [o for o in out if o is not None]
+        return out  # type: ignore[return-value] - every query got its response or its exception
 
     def _finish(self, query: str, history, r: Retrieval, prompt: str, draft: str, reference: str | None,
                 seconds: float, cache_hit: Callable[[], bool]) -> Response:
