@@ -49,6 +49,7 @@ import re
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -130,22 +131,46 @@ def judge_scores(generator, sentences):
     return out
 
 
-def evaluate(transcript, stack, seed, judge):
+def with_likelihood(obs, stack):
+    """The observations with the surprisal fields filled in (already there when the attack ran
+    with the surprisal scorer or features; else scored now with the standard LLM)."""
+    from ragleak.attacks.asymmetry.query import StandardLLM
+    from ragleak.attacks.asymmetry.scoring import surprisal_fields
+
+    if all(s.surprisal is not None for o in obs for s in o.sentences):
+        return obs
+    llm = StandardLLM(stack.generator("standard"))
+    for o in obs:
+        o.sentences = [replace(s, **surprisal_fields(llm.token_logprobs(o.query, s.text))) for s in o.sentences]
+    return obs
+
+
+def evaluate(transcript, stack, seed, judge, surprising_tokens=3):
     from ragleak.attacks.asymmetry.probe import rescore
+    from ragleak.attacks.asymmetry.scoring import surprisal_probability
 
     obs = observations(transcript)
     if not obs:
         return {"error": "no labelled query"}
+    obs = with_likelihood(obs, stack)
     threshold = transcript.state["threshold"]
-    groups = [(np.array(o.labels), np.array([(1 - s.score) / 2 for s in o.sentences])) for o in obs]
-    result = {"threshold": scored(groups, threshold), "trained": trained(obs, "paper", seed),
-              "trained_extended": trained(obs, "extended", seed), "scorers": {}}
+    cosine = [(np.array(o.labels), np.array([(1 - s.score) / 2 for s in o.sentences])) for o in obs]
+    k = surprising_tokens
+    surprisal = [(np.array(o.labels), np.array([surprisal_probability(s, k) for s in o.sentences])) for o in obs]
+    own = surprisal if transcript.state.get("scorer") == "surprisal" else cosine
+    result = {"scorer": transcript.state.get("scorer", "cosine"), "threshold": scored(own, threshold),
+              "cosine_threshold": scored(cosine, (1 - 0.5) / 2), "surprisal_threshold": scored(surprisal, 0.5),
+              "trained": trained(obs, "paper", seed), "trained_extended": trained(obs, "extended", seed),
+              "trained_surprisal": trained(obs, "surprisal", seed), "scorers": {}}
     embedder = stack.embedder()
     for name, nli in (("cosine", None), ("cosine+nli-onnx", stack.nli("onnx"))):
         variant = obs if nli is None else [rescore(o, embedder, nli) for o in obs]
         raw = scored([(np.array(o.labels), -np.array([s.score for s in o.sentences])) for o in variant], 0.0)
         held = trained(variant, "paper", seed)
         result["scorers"][name] = {"raw_auc": raw["auc"], "held_out_auc": held.get("auc"), "held_out_error": held.get("error")}
+    held = trained(obs, "surprisal", seed)
+    result["scorers"]["surprisal"] = {"raw_auc": result["surprisal_threshold"]["auc"], "held_out_auc": held.get("auc"),
+                                      "held_out_error": held.get("error")}
     regex = [(np.array(o.labels), np.array([len(_REGEX.findall(s.text)) > 0 for s in o.sentences], dtype=float))
              for o in obs]
     result["baselines"] = {"regex": scored(regex, 0.5)}
@@ -161,11 +186,14 @@ def summary_line(setting, res):
         x = (block or {}).get(k) or {}
         return "-" if not isinstance(x, dict) or x.get("value") != x.get("value") else f"{x['value']:.2f}"
 
-    t = res.get("trained", {})
-    return (f"{setting}: threshold ESR {v(res.get('threshold'), 'esr')} P {v(res.get('threshold'), 'precision')} "
-            f"F1 {v(res.get('threshold'), 'f1')} AUC {v(res.get('threshold'), 'auc')} | trained ESR {v(t, 'esr')} "
-            f"P {v(t, 'precision')} F1 {v(t, 'f1')} AUC {v(t, 'auc')} | flag-all F1 "
-            f"{(t.get('flag_all') or {}).get('f1', float('nan')):.2f}")
+    def block(name, b):
+        return f"{name} ESR {v(b, 'esr')} P {v(b, 'precision')} F1 {v(b, 'f1')} AUC {v(b, 'auc')}"
+
+    flag = (res.get("threshold") or {}).get("flag_all") or {}
+    return " | ".join([f"{setting}: " + block("cosine", res.get("cosine_threshold")),
+                       block("surprisal", res.get("surprisal_threshold")), block("trained", res.get("trained")),
+                       block("trained-surprisal", res.get("trained_surprisal")),
+                       f"flag-all F1 {flag.get('f1', float('nan')):.2f}"])
 
 
 def main() -> None:
@@ -178,6 +206,7 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--config", type=Path, default=None, help="YAML stack config (default: the default stack)")
+    ap.add_argument("--scorer", choices=("cosine", "surprisal"), default="surprisal", help="the attack's own scorer")
     ap.add_argument("--judge", action="store_true", help="also the LLM-judge baseline (one forward pass per sentence)")
     ap.add_argument("--from", dest="from_dir", type=Path, default=None,
                     help="re-evaluate the transcripts saved there (re-labelled with the current code)")
@@ -202,7 +231,7 @@ def main() -> None:
     for setting in args.settings.split(","):
         t0 = time.perf_counter()
         path = transcripts_dir / f"{setting}.transcript.json"
-        attack = KnowledgeAsymmetryAttack(**params_for(setting))
+        attack = KnowledgeAsymmetryAttack(**params_for(setting), scorer=args.scorer)
         if args.from_dir:
             transcript = Transcript.from_json(path.read_text(encoding="utf-8"))
             transcript.scoring.pop("asymmetry", None)

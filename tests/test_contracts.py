@@ -30,7 +30,7 @@ from ragleak.errors import ConfigError, RagleakError
 from ragleak.metrics import CHANNELS, METRICS, Metric, metric_channels
 from ragleak.metrics.base import MetricContext, MetricResult
 from ragleak.records import HOOK_NAMES, Document, Passage, Turn
-from ragleak.testing import tiny_stack
+from ragleak.testing import ScriptedGenerator, prompt_words_likelihood, tiny_stack
 
 FIXTURES = Path(__file__).parent / "corpora" / "fixtures"
 
@@ -121,7 +121,8 @@ def check_attack_counts_failures(name: str) -> None:
     """Against a target that always fails, the attack still returns a transcript, and its
     ``errors`` are exactly its failed queries (none answered, none dropped)."""
     attack = ATTACKS.get(name)(**ATTACK_LIGHT_PARAMS.get(name, {}))
-    stack = tiny_stack(attacker=ATTACKER_SCRIPT, standard=STANDARD_SCRIPT)
+    stack = tiny_stack(attacker=ATTACKER_SCRIPT,
+                       standard=ScriptedGenerator(STANDARD_SCRIPT, continuation=prompt_words_likelihood))
     documents, view = attack.prepare_corpus(contract_documents(), 0)
     assert isinstance(view, CorpusView) and documents
     target = FailingTarget()

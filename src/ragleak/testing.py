@@ -50,6 +50,14 @@ def echo(user: str) -> str:
     return f"echo: {user[-40:]}"
 
 
+def prompt_words_likelihood(prompt: str, text: str) -> list[tuple[str, float]]:
+    """A stand-in for a model's ``continuation_logprobs``: each word of ``text`` is one token,
+    likely (log p = -0.1) when the prompt holds it and unlikely (-9, under 1%) otherwise: a
+    scripted model that knows only what it was told."""
+    told = {w.strip(".,:;!?\"'()").lower() for w in prompt.split()}
+    return [(w, -0.1 if w.strip(".,:;!?\"'()").lower() in told else -9.0) for w in text.split()]
+
+
 class ScriptedGenerator:
     """A ``Generator`` whose replies come from ``script`` instead of a model.
 
@@ -58,20 +66,25 @@ class ScriptedGenerator:
     A list script raises ``RagleakError`` once it runs out, so a test
     that makes more calls than it scripted fails instead of reading a made-up reply.
     ``logprobs`` (a function of the rendered prompt) serves ``next_token_logprobs``; without it
-    that call raises, since a script has no vocabulary. With ``reflect_params`` a reply made
+    that call raises, since a script has no vocabulary. ``continuation`` ((prompt, text) -> [(piece,
+    log p)]) serves ``continuation_logprobs``; without it the generator has no such method, as
+    a model that cannot score a text. With ``reflect_params`` a reply made
     under decoding settings other than the ones the generator was built with says so (as a
     sampler's output would differ), so a test can see a defense change the settings, whether
     through ``params=`` or by setting ``generator.params``.
     """
 
     def __init__(self, script: Script = echo, model_id: str = "scripted", params: DecodingParams | None = None,
-                 logprobs: Callable[[str], np.ndarray] | None = None, reflect_params: bool = False) -> None:
+                 logprobs: Callable[[str], np.ndarray] | None = None, reflect_params: bool = False,
+                 continuation: Callable[[str, str], list[tuple[str, float]]] | None = None) -> None:
         self.script = script
         self.model_id = model_id
         self.params = params or DecodingParams()
         self.built_params = self.params
         self.reflect_params = reflect_params
         self.logprobs = logprobs
+        if continuation is not None:
+            self.continuation_logprobs = continuation
         self.calls = 0
         self.prompts: list[str] = []
         self.batches: list[int] = []  # the size of each generate_many call

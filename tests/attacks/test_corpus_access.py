@@ -13,7 +13,7 @@ import pytest
 from attacks.conftest import RecordingTarget, make_pipeline, parts_context
 from ragleak.attacks import ATTACKS, CorpusView, make_attack
 from ragleak.records import Document
-from ragleak.testing import ScriptedGenerator, copy_context
+from ragleak.testing import ScriptedGenerator, copy_context, prompt_words_likelihood
 
 DOCS = [Document(id=f"doc{i}", text=f"File {i}: Vrel Tashko{i} keeps {i} crates of amber in locker {i}{i}7 at the "
                  f"north pier; contact vt{i}@pier.test or call 555-01{i}{i}.") for i in range(6)]
@@ -51,7 +51,7 @@ SPENDS_WHOLE_BUDGET = {"ps", "pm", "canary", "mi", "rag-thief", "deal"}
 def test_attack_reads_the_corpus_only_through_the_target(name, guarded, embedder):
     view = CorpusView(documents=DOCS[:2] + [Document(id="outsider", text="File 9: nobody keeps anything here.")],
                       member_ids=["doc0", "doc1"], secrets=["vt1@pier.test"], topic="harbour storage")
-    transcript = make_attack(name).run(guarded, parts_context(ScriptedGenerator(LLM_REPLIES), embedder), budget=4,
+    transcript = make_attack(name).run(guarded, parts_context(ScriptedGenerator(LLM_REPLIES, continuation=prompt_words_likelihood), embedder), budget=4,
                                       corpus_view=view)
     assert [(q.query, q.turn) for q in transcript.queries] == guarded.calls
     assert transcript.errors == 0 and 0 < len(transcript.queries) <= 4

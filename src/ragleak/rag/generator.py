@@ -279,6 +279,19 @@ class LlamaCppGenerator:
         shifted = logits - logits.max()
         return shifted - np.log(np.exp(shifted).sum())
 
+    def continuation_logprobs(self, prompt: str, continuation: str) -> list[tuple[str, float]]:
+        """Each token of ``continuation`` (tokenized on its own, as it follows a templated
+        prompt's final newline) with its natural-log probability after ``prompt`` and the
+        tokens before it: how likely this model finds a given text, without generating."""
+        multi = self._multi()
+        tokens = multi.tokenize(continuation)
+        prompt_tokens = multi.tokenize(prompt)
+        if len(prompt_tokens) + len(tokens) > self.n_ctx:
+            raise self._too_long(len(prompt_tokens) + len(tokens))
+        self.invocations += 1
+        values = multi.continuation_logprobs(prompt_tokens, tokens)
+        return [(multi.detokenize([t]), float(v)) for t, v in zip(tokens, values)]
+
     def token_text(self, token: int) -> str:
         return self.llm.detokenize([token]).decode("utf-8", errors="replace")
 

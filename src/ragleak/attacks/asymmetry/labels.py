@@ -8,10 +8,11 @@ content is not template boilerplate. With ``tokens`` the lower-cased alphanumeri
 1. **Boilerplate** (``Boilerplate.from_passages``): over the distinct passages the run saw (the
    pool, all queries together), a token 4-gram is boilerplate when it occurs in at least
    ``share`` of them and in at least 3 (and the pool has at least 4 passages). Tokens of R_i
-   inside a boilerplate 4-gram that R_i itself contains are masked out: a sentence that only
-   repeats the text every record of a template shares ("the next review is due in six months")
-   is not private. Likewise a *specific* token (below) that occurs in ``share`` of the pool is
-   not specific.
+   inside a boilerplate 4-gram that R_i itself contains are masked out, *except* the context's
+   specific tokens (below): a sentence that only repeats the text every record of a template
+   shares ("the next review is due in six months") is not private, but a name, number or
+   address stays evidence however many passages repeat it (a correspondent on every e-mail
+   header is still a person of the corpus).
 2. Let c(R_i) be R_i's unmasked tokens. y_i = 0 when fewer than ``min_tokens`` of them are
    content words (not function words) unless at least 2 are specific tokens of the context (a
    bare name such as "Ana Diaz" discloses it), or when every content word is one of the
@@ -29,7 +30,10 @@ y_i = 1 iff 2 holds not and (3 or 4). Defaults tau = 0.5, min_tokens = 3, share 
 
 Validation: on 60 hand-labelled sentences of real RAG answers over a template corpus
 (``data/asymmetry/label-handcheck.v1.json``) this rule agrees with the hand labels on 58
-(96.7%); ROUGE-L recall >= 0.5 alone on 50 (83.3%).
+(96.7%); ROUGE-L recall >= 0.5 alone on 50 (83.3%). An earlier version also dropped specific
+tokens found in ``share`` of the pool and masked them inside boilerplate; it agreed on the same
+58, but on e-mail answers it called the recurring correspondents' names and addresses public
+(e.g. "To: <name> <address>" on many headers), so entity tokens are no longer boilerplate.
 
 The context is what the LLM saw: the passages in the trace's prompt (after any
 ``rewrite_context`` hook), recovered by inverting ``rag.prompt.format_context``.
@@ -68,10 +72,9 @@ def _ngrams(toks: Sequence[str], n: int = NGRAM) -> set[tuple[str, ...]]:
 
 @dataclass(frozen=True)
 class Boilerplate:
-    """Token 4-grams and unigrams shared by at least ``share`` of a pool of passages."""
+    """Token 4-grams shared by at least ``share`` of a pool of passages."""
 
     ngrams: frozenset[tuple[str, ...]] = field(default_factory=frozenset)
-    common: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
     def from_passages(cls, passages: Iterable[str], share: float = 0.25) -> "Boilerplate":
@@ -80,21 +83,17 @@ class Boilerplate:
             return cls()
         need = max(MIN_BOILERPLATE_PASSAGES, share * len(pool))
         grams: Counter[tuple[str, ...]] = Counter()
-        words: Counter[str] = Counter()
         for passage in pool:
-            toks = tokens(passage)
-            grams.update(_ngrams(toks))
-            words.update(set(toks))
-        return cls(frozenset(g for g, c in grams.items() if c >= need),
-                   frozenset(w for w, c in words.items() if c >= need))
+            grams.update(_ngrams(tokens(passage)))
+        return cls(frozenset(g for g, c in grams.items() if c >= need))
 
-    def content(self, sentence_tokens: Sequence[str]) -> list[str]:
-        """The tokens not inside a boilerplate 4-gram of the sentence."""
+    def content(self, sentence_tokens: Sequence[str], keep: frozenset[str] | set[str] = frozenset()) -> list[str]:
+        """The tokens not inside a boilerplate 4-gram of the sentence (tokens in ``keep`` always stay)."""
         masked = [False] * len(sentence_tokens)
         for i in range(len(sentence_tokens) - NGRAM + 1):
             if tuple(sentence_tokens[i:i + NGRAM]) in self.ngrams:
                 masked[i:i + NGRAM] = [True] * NGRAM
-        return [t for t, m in zip(sentence_tokens, masked) if not m]
+        return [t for t, m in zip(sentence_tokens, masked) if not m or t in keep]
 
 
 def specific_tokens(passage: str) -> set[str]:
@@ -123,12 +122,13 @@ def attribution_label(sentence: str, passages: Sequence[str], tau: float = 0.5, 
                       boilerplate: Boilerplate | None = None, query: str = "") -> int:
     """y_i of the module docstring."""
     boilerplate = boilerplate or Boilerplate()
-    content = boilerplate.content(tokens(sentence))
+    entities = set().union(*(specific_tokens(p) for p in passages)) if passages else set()
+    content = boilerplate.content(tokens(sentence), keep=entities)
     words = [t for t in content if t not in FUNCTION_WORDS]
     asked = set(tokens(query))
     if not passages or not words or all(w in asked for w in words):
         return 0
-    specific = set().union(*(specific_tokens(p) for p in passages)) - boilerplate.common - asked
+    specific = entities - asked
     named = len(specific & set(words))
     if len(words) < min_tokens and named < 2:
         return 0

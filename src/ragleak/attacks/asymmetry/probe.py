@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ragleak.attacks.asymmetry.labels import attribution_label, context_passages
 from ragleak.nlp.nli import NLIModel
 from ragleak.attacks.asymmetry.query import StandardLLM
-from ragleak.attacks.asymmetry.scoring import SentenceScore, score_answers
+from ragleak.attacks.asymmetry.scoring import Likelihood, SentenceScore, score_answers
 from ragleak.rag.embedder import Embedder
 from ragleak.records import Trace
 
@@ -33,9 +33,10 @@ class Observation:
 
 def observe(query: str, rag_answer: str, llm_answer: str, embedder: Embedder, nli: NLIModel | None,
             trace: Trace | None = None, tau: float = 0.5, min_tokens: int = 3,
-            nli_min_cosine: float = -1.0) -> Observation:
-    """Score the RAG answer against the LLM answer; label the sentences when a trace is given."""
-    sentences = score_answers(rag_answer, llm_answer, embedder, nli, nli_min_cosine)
+            nli_min_cosine: float = -1.0, likelihood: Likelihood | None = None) -> Observation:
+    """Score the RAG answer against the LLM answer (and, with ``likelihood``, under the standard
+    LLM's likelihood); label the sentences when a trace is given."""
+    sentences = score_answers(rag_answer, llm_answer, embedder, nli, nli_min_cosine, likelihood, query)
     labels, passages = None, []
     if trace is not None:
         passages = context_passages(trace)
@@ -51,9 +52,10 @@ def probe(target, llm: StandardLLM, query: str, embedder: Embedder, nli: NLIMode
 
 
 def rescore(observation: Observation, embedder: Embedder, nli: NLIModel | None,
-            nli_min_cosine: float = -1.0) -> Observation:
+            nli_min_cosine: float = -1.0, likelihood: Likelihood | None = None) -> Observation:
     """The same answers and labels scored with another NLI stage (``None``: cosine only) or gate."""
-    sentences = score_answers(observation.rag_answer, observation.llm_answer, embedder, nli, nli_min_cosine)
+    sentences = score_answers(observation.rag_answer, observation.llm_answer, embedder, nli, nli_min_cosine,
+                              likelihood, observation.query)
     return Observation(observation.query, observation.rag_answer, observation.llm_answer, sentences,
                        observation.labels, observation.passages)
 

@@ -53,3 +53,15 @@ class StandardLLM:
         self.calls += 1
         messages = build_rag_messages(query, [], self.system_prompt)
         return self.generator.generate(messages, self.params).text
+
+    @property
+    def scores_text(self) -> bool:
+        """Whether the model can give a text's token log-probabilities (a local llama.cpp model;
+        not an HTTP or scripted one)."""
+        return callable(getattr(self.generator, "continuation_logprobs", None))
+
+    def token_logprobs(self, query: str, text: str) -> list[float]:
+        """log p of each token of ``text`` as this LLM's reply to ``query`` (the same prompt as
+        ``answer``): how well its own knowledge predicts the text."""
+        prompt = self.generator.render(build_rag_messages(query, [], self.system_prompt))
+        return [lp for _, lp in self.generator.continuation_logprobs(prompt, text)]
