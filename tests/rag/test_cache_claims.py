@@ -100,28 +100,17 @@ def test_two_processes_run_the_model_once_per_key(tmp_path):
     assert _claims(path) == []
 
 
-def test_a_waiter_serves_the_owners_entry_as_a_waited_hit(tmp_path):
+def test_a_waiter_serves_the_owners_entry_as_a_waited_hit_while_the_heartbeat_keeps_the_claim(tmp_path):
     path = tmp_path / "c.sqlite"
-    owner = _start_owner(path, "question", seconds=0.5)  # holds its claim while "generating"
-    waiter = _gen(path)
-    t = time.perf_counter()
-    out = waiter.generate(_msgs("question"))
-    owner.join(timeout=30)
-    assert out.text == "noitseuq" and out.cached
-    assert waiter.inner.calls == 0 and waiter.misses == 0 and waiter.hits == 1 and waiter.waited == 1
-    assert time.perf_counter() - t < 5
-    assert owner.exitcode == 0 and _claims(path) == []
-
-
-def test_the_heartbeat_keeps_a_long_generation_claimed_past_its_lease(tmp_path):
-    path = tmp_path / "c.sqlite"
-    # the owner's lease (0.3 s) is far shorter than its generation (1.5 s): only its heartbeat
+    # the owner's lease (0.2 s) is far shorter than its generation (1 s): only its heartbeat
     # (every lease / 4) keeps the waiter from taking over
-    owner = _start_owner(path, "long answer", seconds=1.5, lease_s=0.3)
+    owner = _start_owner(path, "long answer", seconds=1.0, lease_s=0.2)
     waiter = _gen(path)
     out = waiter.generate(_msgs("long answer"))
     owner.join(timeout=30)
-    assert out.text == "rewsna gnol" and waiter.inner.calls == 0 and waiter.waited == 1 and waiter.takeovers == 0
+    assert out.text == "rewsna gnol" and out.cached
+    assert waiter.inner.calls == 0 and waiter.misses == 0 and waiter.hits == 1 and waiter.waited == 1
+    assert waiter.takeovers == 0 and owner.exitcode == 0 and _claims(path) == []
 
 
 def test_a_claim_left_by_a_killed_process_is_taken_over(tmp_path):
