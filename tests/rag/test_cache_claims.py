@@ -221,3 +221,25 @@ def test_a_lease_must_be_positive(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGLEAK_CACHE_LEASE_S", "soon")
     with pytest.raises(RagleakError, match="RAGLEAK_CACHE_LEASE_S"):
         GenerationCache(tmp_path / "c.sqlite")
+
+
+def _forked_claim(path, queue):
+    claim = GenerationCache(path).claim("forked")
+    queue.put(claim is not None)
+    time.sleep(5)  # stays alive, holding the claim, until the test is done with it
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_a_forked_childs_claim_is_its_own_not_its_parents(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = GenerationCache(path)
+    cache.claim("warm up")  # the parent has looked up its own start time before forking
+    ctx, queue = mp.get_context("fork"), mp.get_context("fork").Queue()
+    child = ctx.Process(target=_forked_claim, args=(path, queue))
+    child.start()
+    try:
+        assert queue.get(timeout=30)
+        assert cache.claim("forked") is None  # the child is alive: its claim holds
+    finally:
+        child.kill()
+        child.join(timeout=10)

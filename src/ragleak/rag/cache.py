@@ -152,7 +152,17 @@ def _process_state(pid: int) -> str | None:
         return None
 
 
-_STARTED = _process_start(os.getpid()) or ""
+_OWN_START: tuple[int, str] = (-1, "")
+
+
+def _own_start() -> str:
+    """This process's start time, looked up again after a fork (a child inheriting its parent's
+    would make its own live claims look like a reused pid's)."""
+    global _OWN_START
+    pid = os.getpid()
+    if _OWN_START[0] != pid:
+        _OWN_START = (pid, _process_start(pid) or "")
+    return _OWN_START[1]
 
 
 def process_alive(pid: int, started: str) -> bool:
@@ -346,7 +356,7 @@ class GenerationCache:
             if row is not None and stale is None:
                 return None
             conn.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (key, owner, _HOST, os.getpid(), _STARTED, now, now, self.lease_s))
+                         (key, owner, _HOST, os.getpid(), _own_start(), now, now, self.lease_s))
         if row is not None:
             self.takeovers += 1
             log.warning("generation cache %s: took over the claim on %s held by %s (%s); generating it here",
