@@ -398,7 +398,7 @@ class GenerationCache:
                         log.warning("generation cache %s: the claim on %s was taken over while generating it",
                                     self.path, claim.key[:12])
                         return
-            except sqlite3.Error as exc:  # a missed beat only risks a takeover (a repeated generation)
+            except Exception as exc:  # a missed beat only risks a takeover (a repeated generation)
                 log.warning("generation cache %s: heartbeat failed (%s)", self.path, exc)
             finally:
                 self.close()  # this thread's connection
