@@ -49,7 +49,7 @@ def loadavg() -> list[float]:
 def _summary(state, wall: float, run: Path) -> dict:
     records = RunStore(run).records()
     return {"cells": state.total, "ran": state.ran, "errors": state.errors, "model_calls": state.model_calls,
-            "cache_hits": state.cache_hits, "wall_s": round(wall, 2),
+            "cache_hits": state.cache_hits, "cache_waited": state.cache_waited, "wall_s": round(wall, 2),
             # inside the cells, summed over them: setup (corpus, index, pipeline; the first cell of a
             # worker also loads the models) and generation
             "cells_setup_s": round(sum(r.timings.get("setup_s", 0.0) for r in records), 2),

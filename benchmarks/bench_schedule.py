@@ -46,7 +46,8 @@ def measure(grid, workers: int, order: str) -> dict:
     finally:
         runner.stream_chains = chains
     return {"workers": workers, "order": order, "cells": state.total, "errors": state.errors,
-            "model_calls": state.model_calls, "cache_hits": state.cache_hits, "wall_s": round(wall, 2)}
+            "model_calls": state.model_calls, "cache_hits": state.cache_hits,
+            "cache_waited": state.cache_waited, "wall_s": round(wall, 2)}
 
 
 def main() -> None:

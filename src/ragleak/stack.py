@@ -210,12 +210,15 @@ class Stack:
 
     # -- accounting of model use ----------------------------------------------------------------
     def calls(self) -> dict[str, dict[str, int]]:
-        """Per role: generations run by a model (``model_calls``) and served by the cache."""
+        """Per role: generations run by a model (``model_calls``), served by the cache
+        (``cache_hits``), and of those hits the ones served after waiting on another worker's
+        claim (``cache_waited``: the same prompt was being generated elsewhere at that moment)."""
         out: dict[str, dict[str, int]] = {}
         for (role, _), gen in self._generators.items():
-            row = out.setdefault(role, {"model_calls": 0, "cache_hits": 0})
+            row = out.setdefault(role, {"model_calls": 0, "cache_hits": 0, "cache_waited": 0})
             row["model_calls"] += gen.misses
             row["cache_hits"] += gen.hits
+            row["cache_waited"] += gen.waited
         return out
 
     @property
@@ -225,6 +228,11 @@ class Stack:
     @property
     def cache_hits(self) -> int:
         return sum(g.hits for g in self._generators.values())
+
+    @property
+    def cache_waited(self) -> int:
+        """Cache hits served after waiting on another worker's in-progress claim (part of ``cache_hits``)."""
+        return sum(g.waited for g in self._generators.values())
 
     @property
     def cache_repairs(self) -> int:

@@ -31,6 +31,7 @@ def test_asymmetry_cell_records_attribution_metrics_and_reuses_the_cache(tmp_pat
     # attacker LLM (zero prior's query writer) is not called
     assert first.model_calls == 4 and first.cache_hits == 0
     used = {role: c for role, c in first.calls_by_role.items() if c["model_calls"] or c["cache_hits"]}
-    assert used == {"target": {"model_calls": 2, "cache_hits": 0}, "standard": {"model_calls": 2, "cache_hits": 0}}
+    assert used == {"target": {"model_calls": 2, "cache_hits": 0, "cache_waited": 0},
+                    "standard": {"model_calls": 2, "cache_hits": 0, "cache_waited": 0}}
     again = execute_cell(spec, str(tmp_path))
     assert again.model_calls == 0 and again.cache_hits == 4 and again.metrics == first.metrics

@@ -33,13 +33,16 @@ def serial(tmp_path_factory):
     out = tmp_path_factory.mktemp("serial")
     state = run_grid(grid_from_dict(GRID), out, workers=1)
     assert state.errors == 0
-    return _metrics(out)
+    return {"metrics": _metrics(out), "model_calls": state.model_calls}
 
 
 def test_process_pool_matches_serial(tmp_path, serial):
     state = run_grid(grid_from_dict(GRID), tmp_path / "pool", workers=2)
     assert state.errors == 0 and state.ran == 2
-    assert _metrics(tmp_path / "pool") == serial
+    assert _metrics(tmp_path / "pool") == serial["metrics"]
+    # a prompt both workers reach is generated once (the cache's in-progress claim): the pool
+    # makes exactly the serial run's model calls, the rest are hits (some of them waited)
+    assert state.model_calls == serial["model_calls"]
 
 
 def test_ray_local_cluster_matches_serial(tmp_path, serial, monkeypatch):
@@ -48,5 +51,6 @@ def test_ray_local_cluster_matches_serial(tmp_path, serial, monkeypatch):
     state = run_grid(grid_from_dict(GRID), tmp_path / "ray", executor="ray", workers=2)
     errors = [r.error for r in RunStore(tmp_path / "ray").records() if r.status == "error"]
     assert state.errors == 0, errors
-    assert _metrics(tmp_path / "ray") == serial
+    assert _metrics(tmp_path / "ray") == serial["metrics"]
+    assert state.model_calls == serial["model_calls"]
     assert json.loads((tmp_path / "ray" / "plan.json").read_text())["cell_ids"]

@@ -106,14 +106,14 @@ def grid_command(
     def show(p) -> None:
         eta = "?" if p.eta_s is None else f"{p.eta_s:.0f}s"
         console.print(f"cells {p.done}/{p.total}  errors {p.errors}  failed {p.failed}  partial {p.partial}  model calls {p.model_calls}  "
-                      f"cache hit rate {p.cache_hit_rate:.0%}  ETA {eta}", highlight=False)
+                      f"cache hit rate {p.cache_hit_rate:.0%} ({p.cache_waited} waited)  ETA {eta}", highlight=False)
 
     state = run_grid(grid, out, executor=executor, workers=workers, retry_errors=retry_errors,
                      address=address, progress=None if as_json else show, rebuild_cache=rebuild_cache,
                      cells=cells)
     result = {"out": str(out), "cells": state.total, "ran": state.ran, "errors": state.errors,
               "failed": state.failed, "partial": state.partial, "model_calls": state.model_calls, "cache_hits": state.cache_hits,
-              "worker_restarts": state.worker_restarts}
+              "cache_waited": state.cache_waited, "worker_restarts": state.worker_restarts}
     if as_json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:

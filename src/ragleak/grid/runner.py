@@ -47,6 +47,7 @@ class Progress:
     model_calls: int = 0
     cache_hits: int = 0
     cache_repairs: int = 0
+    cache_waited: int = 0  # hits served after waiting on another worker's claim (part of cache_hits)
     worker_restarts: int = 0  # Ray actors that died mid-cell and were replaced (their cell ran again)
     workers: list[dict] = field(default_factory=list)  # Ray: each actor's pid, cells and loads
     started: float = field(default_factory=time.monotonic)
@@ -72,6 +73,7 @@ class Progress:
         self.model_calls += record.model_calls
         self.cache_hits += record.cache_hits
         self.cache_repairs += record.cache_repairs
+        self.cache_waited += record.cache_waited
 
 
 def _init_worker() -> None:

@@ -91,12 +91,14 @@ class CellRecord(BaseModel):
     model_calls: int = 0
     cache_hits: int = 0
     calls_by_role: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="role (target, attacker, standard) -> {model_calls, cache_hits}")
+        default_factory=dict, description="role (target, attacker, standard) -> {model_calls, cache_hits, cache_waited}")
     timings: dict[str, float] = Field(default_factory=dict)
     engine: dict[str, str] = Field(default_factory=dict)
     error: str | None = None
     traceback: str | None = None
     cache_repairs: int = Field(default=0, description="corrupt cache entries discarded and regenerated")
+    cache_waited: int = Field(default=0, description="cache hits served after waiting on another worker's "
+                                                     "in-progress generation of the same prompt (part of cache_hits)")
     checksum: str | None = Field(default=None, description="SHA-256 of the stored JSON without this field")
 
 

@@ -11,16 +11,31 @@ SQLite does not checksum its pages, so a flipped byte in a stored answer would b
 the model had said it. Each entry therefore carries a SHA-256 of its key and value; an entry that
 fails it is deleted, regenerated and counted (``repairs``), never served. A file SQLite cannot
 read at all raises ``CacheCorruptError`` naming the fix (``--rebuild-cache``, ``move_cache_aside``).
+
+Several workers (grid processes, Ray actors) often reach the same prompt at the same moment (an
+epsilon twin beside its baseline). Without a marker both would miss and both run the model. So a
+miss first *claims* its key in the ``claims`` table of the same file (owner: host, pid and a
+random token; a heartbeat the owner renews while it generates), then generates, stores the entry
+and releases the claim. A process that finds another's live claim waits, polling for the entry,
+and serves it when it appears (a hit, also counted as ``waited``). A claim is never trusted
+blindly: one whose owner process is gone (same host: the pid is dead, a zombie, or reused by a
+later process) or whose heartbeat is older than its lease is taken over, and a generation that
+raises releases its claim, so a stale claim costs at most one repeated generation, never a
+deadlock or a lost entry.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Callable, Iterator, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 from pydantic import ValidationError
@@ -32,8 +47,9 @@ from ragleak.records import canonical_json, digest
 
 log = logging.getLogger(__name__)
 
-# SQLite's user_version. 1 (implicit 0): no checksums. 2: every entry has a checksum.
-CACHE_SCHEMA_VERSION = 2
+# SQLite's user_version. 1 (implicit 0): no checksums. 2: every entry has a checksum. 3: a
+# ``claims`` table marks generations in progress (the generations table is unchanged).
+CACHE_SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (
@@ -46,6 +62,26 @@ CREATE TABLE IF NOT EXISTS generations (
     checksum TEXT NOT NULL
 )
 """
+
+_CLAIMS = """
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started TEXT NOT NULL,
+    claimed_at REAL NOT NULL,
+    heartbeat REAL NOT NULL,
+    lease REAL NOT NULL
+)
+"""
+
+#: Seconds a claim stays live without a heartbeat (``RAGLEAK_CACHE_LEASE_S`` overrides it). The
+#: owner renews its heartbeat every ``min(lease / 4, 30)`` s while it generates, so the lease
+#: bounds how long a waiter trusts an owner that went silent (a hung host, a lost network
+#: mount), not how long a generation may take. Generous: taking over a live owner's claim
+#: costs a repeated generation, waiting on a dead one only time.
+DEFAULT_LEASE_S = 300.0
 
 REBUILD_HINT = "rerun with --rebuild-cache to move it aside and start a fresh cache"
 
@@ -82,17 +118,94 @@ def move_cache_aside(path: Path) -> Path | None:
     return aside
 
 
+def default_lease_s() -> float:
+    raw = os.environ.get("RAGLEAK_CACHE_LEASE_S")
+    if not raw:
+        return DEFAULT_LEASE_S
+    try:
+        lease = float(raw)
+    except ValueError:
+        raise RagleakError(f"RAGLEAK_CACHE_LEASE_S={raw!r} is not a number of seconds") from None
+    if not lease > 0:
+        raise RagleakError(f"RAGLEAK_CACHE_LEASE_S={raw!r} must be positive")
+    return lease
+
+
+_HOST = socket.gethostname()
+
+
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of process ``pid`` (Linux ``/proc``; None elsewhere or when gone):
+    with the pid it names one process, so a pid reused by a later process is not mistaken for the
+    claim's owner."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def _process_state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+_OWN_START: tuple[int, str] = (-1, "")
+
+
+def _own_start() -> str:
+    """This process's start time, looked up again after a fork (a child inheriting its parent's
+    would make its own live claims look like a reused pid's)."""
+    global _OWN_START
+    pid = os.getpid()
+    if _OWN_START[0] != pid:
+        _OWN_START = (pid, _process_start(pid) or "")
+    return _OWN_START[1]
+
+
+def process_alive(pid: int, started: str) -> bool:
+    """Whether the process ``pid`` on this host that started at ``started`` (``_process_start``,
+    "" when unknown) still runs. A zombie (killed, not yet reaped by its parent) is dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    if _process_state(pid) in ("Z", "X"):
+        return False
+    now_started = _process_start(pid)
+    return not (started and now_started is not None and now_started != started)
+
+
 class CacheRead(NamedTuple):
     generation: Generation | None
     repaired: bool  # an entry was found corrupt and discarded
 
 
+class Claim(NamedTuple):
+    """This process's claim on a key being generated (``took_over``: it replaced a stale claim)."""
+    key: str
+    owner: str
+    lease: float
+    took_over: bool
+
+
 class GenerationCache:
-    def __init__(self, path: Path) -> None:
+    """The cache file at ``path``; ``lease_s``: how long this process's claims stay live without a
+    heartbeat (default ``default_lease_s()``)."""
+
+    def __init__(self, path: Path, lease_s: float | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self.repairs = 0
+        self.takeovers = 0  # stale claims of other owners this instance took over
+        self.lease_s = default_lease_s() if lease_s is None else float(lease_s)
+        if not self.lease_s > 0:
+            raise RagleakError(f"a claim lease must be positive, not {lease_s!r}")
         self._initialise()
 
     def _unreadable(self, exc: sqlite3.DatabaseError) -> CacheCorruptError:
@@ -126,7 +239,8 @@ class GenerationCache:
                                     f"{CACHE_SCHEMA_VERSION}; upgrade ragleak or {REBUILD_HINT}")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # another process may have won
+            version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
+            if version < 2:
                 has_table = conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE type='table' AND name='generations'").fetchone()
                 if has_table:
@@ -137,6 +251,9 @@ class GenerationCache:
                     log.warning("upgraded the generation cache %s to checksummed entries; dropped %d entries "
                                 "written without checksums", self.path, n)
                 conn.execute(_SCHEMA)
+            if version < 3:  # 2 -> 3 adds the claims table; every entry is kept
+                conn.execute(_CLAIMS)
+            if version < CACHE_SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
@@ -204,14 +321,113 @@ class GenerationCache:
 
     def stats(self) -> dict[str, int]:
         return {"entries": len(self), "bytes": self.path.stat().st_size if self.path.exists() else 0,
-                "repairs": self.repairs}
+                "repairs": self.repairs, "claims": self._execute("SELECT COUNT(*) FROM claims").fetchone()[0],
+                "takeovers": self.takeovers}
+
+    # -- claims: generations in progress ----------------------------------------------------------
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken up front (``BEGIN IMMEDIATE``) so a read-then-write cannot
+        interleave with another process's."""
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise self._unreadable(exc) from exc
+
+    def claim(self, key: str) -> Claim | None:
+        """Claim ``key`` for this process to generate; None while another owner's claim is live.
+        A stale claim (its process gone, or no heartbeat for its lease) is taken over."""
+        now = time.time()
+        owner = f"{_HOST}:{os.getpid()}:{secrets.token_hex(6)}"
+        with self._write() as conn:
+            row = conn.execute("SELECT owner, host, pid, started, heartbeat, lease FROM claims WHERE key = ?",
+                               (key,)).fetchone()
+            stale = None if row is None else self._stale(row, now)
+            if row is not None and stale is None:
+                return None
+            conn.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (key, owner, _HOST, os.getpid(), _own_start(), now, now, self.lease_s))
+        if row is not None:
+            self.takeovers += 1
+            log.warning("generation cache %s: took over the claim on %s held by %s (%s); generating it here",
+                        self.path, key[:12], row[0], stale)
+        return Claim(key, owner, self.lease_s, row is not None)
+
+    @staticmethod
+    def _stale(row: tuple, now: float) -> str | None:
+        """Why the claim ``row`` no longer holds (None: it does)."""
+        _, host, pid, started, heartbeat, lease = row
+        if host == _HOST and not process_alive(pid, started):
+            return f"process {pid} is gone"
+        if now - heartbeat > lease:
+            return f"no heartbeat for {now - heartbeat:.0f}s, lease {lease:g}s"
+        return None
+
+    def renew(self, claim: Claim) -> bool:
+        """Refresh ``claim``'s heartbeat; False when it is no longer ours (taken over)."""
+        cur = self._execute("UPDATE claims SET heartbeat = ? WHERE key = ? AND owner = ?",
+                            (time.time(), claim.key, claim.owner))
+        return cur.rowcount > 0
+
+    def release(self, claim: Claim) -> None:
+        """Drop ``claim`` (only if still ours: a takeover's new claim stays)."""
+        self._execute("DELETE FROM claims WHERE key = ? AND owner = ?", (claim.key, claim.owner))
+
+    @contextmanager
+    def holding(self, claim: Claim) -> Iterator[None]:
+        """Keep ``claim`` live while the block runs (a heartbeat thread renews it every
+        ``min(lease / 4, 30)`` s; llama.cpp decodes outside the GIL, so it runs during a long
+        generation), and release it afterwards, whether the block returned or raised."""
+        stop = threading.Event()
+        interval = min(claim.lease / 4, 30.0)
+
+        def beat() -> None:
+            try:
+                while not stop.wait(interval):
+                    if not self.renew(claim):
+                        log.warning("generation cache %s: the claim on %s was taken over while generating it",
+                                    self.path, claim.key[:12])
+                        return
+            except Exception as exc:  # a missed beat only risks a takeover (a repeated generation)
+                log.warning("generation cache %s: heartbeat failed (%s)", self.path, exc)
+            finally:
+                self.close()  # this thread's connection
+
+        thread = threading.Thread(target=beat, name="ragleak-cache-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            self.release(claim)
+
+
+T = TypeVar("T")
+
+#: Poll interval (seconds) of a process waiting on another's claim: doubling from the first to
+#: the second; short against a generation (seconds), cheap against SQLite (a read is ~10 us).
+POLL_S = (0.02, 0.25)
 
 
 class CachedGenerator:
     """Wraps a generator; a repeated (model, params, prompt) is served without running the model.
 
     With ``cache`` None every call runs the model (and is counted as a miss). ``repairs`` counts
-    corrupt cache entries this wrapper found, discarded and regenerated."""
+    corrupt cache entries this wrapper found, discarded and regenerated. A miss claims its key
+    (``GenerationCache.claim``) before running the model; one another worker is generating right
+    now is waited for and served as a hit, counted in ``hits`` and again in ``waited``.
+    ``takeovers`` counts stale claims (dead or silent owners) this wrapper took over."""
 
     def __init__(self, inner: Generator, cache: GenerationCache | None) -> None:
         self.inner = inner
@@ -220,6 +436,8 @@ class CachedGenerator:
         self.hits = 0
         self.misses = 0
         self.repairs = 0
+        self.waited = 0
+        self.takeovers = 0
 
     @property
     def params(self) -> DecodingParams:
@@ -234,12 +452,17 @@ class CachedGenerator:
             self.misses += 1
             return self.inner.generate(messages, p)
         prompt = self.render(messages)
+        key = cache_key(self.model_id, p, prompt)
         hit = self._lookup(prompt, p)
         if hit is not None:
             return hit
-        self.misses += 1
-        generation = self.inner.generate(messages, p)
-        self.cache.put(cache_key(self.model_id, p, prompt), self.model_id, p, prompt, generation)
+        claim, found, waited = self._claim(key, lambda: self._read(key))
+        if found is not None:
+            return self._serve([found], waited)[0]
+        with self.cache.holding(claim):
+            self.misses += 1
+            generation = self.inner.generate(messages, p)
+            self.cache.put(key, self.model_id, p, prompt, generation)  # before the release: a waiter finds it
         return generation
 
     def generate_many(self, batch: Sequence[Sequence[ChatMessage]],
@@ -247,30 +470,78 @@ class CachedGenerator:
         """``generate`` for each of ``batch``; each entry is a ``Generation`` or the
         ``RagleakError`` that prompt alone raised (errors are never cached).
 
-        Unbatched settings (``batch`` 1) generate one by one, exactly as ``generate``. Batched
-        settings decode the prompts together, and batched greedy decoding is not bit-identical
+        Unbatched settings (``batch`` 1) generate one by one, exactly as ``generate`` (a claim
+        per prompt). Batched settings decode the prompts together, and batched greedy decoding is not bit-identical
         to one-at-a-time decoding (measured: ``benchmarks/bench_batched.py``): a prompt's text
         can depend on the other prompts in its batch. So each entry is keyed by its prompt *and
         the whole batch* (``batched_cache_key``), and a batch with any miss is decoded whole, in
         the same composition, never just its misses: what the cache serves is then a function
-        of the key alone, not of what happened to be cached when the batch ran."""
+        of the key alone, not of what happened to be cached when the batch ran. For the same
+        reason the batch is claimed as one (a claim key derived from all its entries' keys, which
+        only the same batch shares): a worker decoding the same batch is waited for until every
+        entry is stored; if some are not (a prompt failed), the waiter decodes the whole batch."""
         p = params or self.params
         if p.batch < 2:
             return [self._try(lambda m=messages: self.generate(m, p)) for messages in batch]
         prompts = [self.render(messages) for messages in batch]
         keys = [batched_cache_key(self.model_id, p, prompt, prompts) for prompt in prompts]
-        if self.cache is not None:
-            found = [self.cache.read(key) for key in keys]
-            self.repairs += sum(f.repaired for f in found)
-            if all(f.generation is not None for f in found):
-                self.hits += len(batch)
-                return [f.generation.model_copy(update={"cached": True}) for f in found]  # type: ignore[union-attr]
-        self.misses += len(batch)  # the whole batch runs, its cached members included
-        results = self._inner_many(list(batch), p)
-        for key, prompt, out in zip(keys, prompts, results):
-            if isinstance(out, Generation) and self.cache is not None:
-                self.cache.put(key, self.model_id, p, prompt, out)
+        if self.cache is None:
+            self.misses += len(batch)
+            return self._inner_many(list(batch), p)
+        found = self._read_all(keys)
+        if found is not None:
+            return self._serve(found, False)
+        claim, found, waited = self._claim(digest({"batch_claim": keys}), lambda: self._read_all(keys))
+        if found is not None:
+            return self._serve(found, waited)
+        with self.cache.holding(claim):
+            self.misses += len(batch)  # the whole batch runs, its cached members included
+            results = self._inner_many(list(batch), p)
+            for key, prompt, out in zip(keys, prompts, results):
+                if isinstance(out, Generation):
+                    self.cache.put(key, self.model_id, p, prompt, out)
         return results
+
+    def _claim(self, claim_key: str, ready: Callable[[], T | None]) -> tuple[Claim | None, T | None, bool]:
+        """Claim ``claim_key``, or wait until ``ready()`` (the entries it stands for) is served.
+        Returns (claim, None, waited) when this process is to generate, (None, entries, waited)
+        when another did. ``ready`` is asked again right after a claim is won: the owner stores its
+        entry before it releases, so an entry finished between our miss and our claim is served,
+        not generated twice."""
+        assert self.cache is not None
+        delay, waited = POLL_S[0], False
+        while True:
+            claim = self.cache.claim(claim_key)
+            if claim is not None:
+                self.takeovers += claim.took_over
+                found = ready()
+                if found is None:
+                    return claim, None, waited
+                self.cache.release(claim)
+                return None, found, waited
+            waited = True
+            time.sleep(delay)
+            delay = min(delay * 2, POLL_S[1])
+            found = ready()
+            if found is not None:
+                return None, found, True
+
+    def _serve(self, found: list[Generation], waited: bool) -> list[Generation]:
+        self.hits += len(found)
+        self.waited += len(found) if waited else 0
+        return [g.model_copy(update={"cached": True}) for g in found]
+
+    def _read(self, key: str) -> Generation | None:
+        hit, repaired = self.cache.read(key)  # type: ignore[union-attr]
+        self.repairs += repaired
+        return hit
+
+    def _read_all(self, keys: Sequence[str]) -> list[Generation] | None:
+        """Every entry of ``keys``, or None if any is missing. Every key is read even after a
+        miss: a corrupt entry must be found and deleted now, or the batch's ``put`` (INSERT OR
+        IGNORE) would leave it in place."""
+        found = [self._read(key) for key in keys]
+        return None if any(g is None for g in found) else found  # type: ignore[return-value]
 
     @staticmethod
     def _try(call) -> GenerationResult:
@@ -291,12 +562,8 @@ class CachedGenerator:
         return [self._try(lambda m=messages: self.inner.generate(m, params)) for messages in batch]
 
     def _lookup(self, prompt: str, params: DecodingParams) -> Generation | None:
-        hit, repaired = self.cache.read(cache_key(self.model_id, params, prompt))
-        self.repairs += repaired
-        if hit is None:
-            return None
-        self.hits += 1
-        return hit.model_copy(update={"cached": True})
+        hit = self._read(cache_key(self.model_id, params, prompt))
+        return None if hit is None else self._serve([hit], False)[0]
 
     def cached(self, messages: Sequence[ChatMessage], params: DecodingParams | None = None) -> Generation | None:
         """The cached generation of ``messages`` (a hit), or None; never runs the model."""
@@ -309,4 +576,3 @@ class CachedGenerator:
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
-

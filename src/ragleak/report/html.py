@@ -257,8 +257,9 @@ def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: 
     parts.append("<h2 id='cells'>All cells</h2>")
     cell_rows = [[_td(c["label"]), _td(c["status"]), _td(json.dumps(c["counts"])),
                   _td(json.dumps({metric_title(k): v for k, v in c["metrics"].items()})), _td(c["model_calls"]),
-                  _td(c["cache_hits"]), _td(c["seconds"])] for c in summary["cells_table"]]
-    parts.append(_table(["cell", "status", "queries", "metrics", "model calls", "cache hits", "seconds"], cell_rows))
+                  _td(c["cache_hits"]), _td(c.get("cache_waited", 0)), _td(c["seconds"])] for c in summary["cells_table"]]
+    parts.append(_table(["cell", "status", "queries", "metrics", "model calls", "cache hits",
+                         "of them waited", "seconds"], cell_rows))
     troubled = summary.get("failed", []) + summary.get("partial", [])
     if troubled:
         parts.append("<h2 id='faults'>Failed and partial cells</h2>")

@@ -262,6 +262,7 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         "cache_hits": hits,
         "cache_hit_rate": round(hits / (calls + hits), 4) if calls + hits else 0.0,
         "cache_repairs": sum(r.cache_repairs for r in records),
+        "cache_waited": sum(r.cache_waited for r in records),
         "corrupt_records": corrupt_records(run_dir),
         "dedup": {"fingerprint": "release digest (queries, outcomes, answers, retrieved ids; no timings)",
                   "cells_with_identical_release": len(releases) - len(set(releases)),
@@ -280,6 +281,6 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         "cells_table": [{**_cell_row(r),
                          "metrics": {k: m.value for k, m in r.metrics.items()},
                          "metric_n": {k: m.n for k, m in r.metrics.items()},
-                         "model_calls": r.model_calls, "cache_hits": r.cache_hits,
+                         "model_calls": r.model_calls, "cache_hits": r.cache_hits, "cache_waited": r.cache_waited,
                          "seconds": r.timings.get("total_s")} for r in records],
     }
