@@ -27,11 +27,12 @@ def test_asymmetry_cell_records_attribution_metrics_and_reuses_the_cache(tmp_pat
     for key in ("attribution_f1", "attribution_auc"):  # defined, or undefined with the reason
         assert m[key].value is not None or m[key].note
     assert m["nel_strict"].n == first.counts.answered and "nel_strict[EMAIL_REAL]" in m
-    # 2 RAG answers + 2 plain-LLM answers, all through the run's cache; with keywords given, the
-    # attacker LLM (zero prior's query writer) is not called
-    assert first.model_calls == 4 and first.cache_hits == 0
+    # 2 RAG answers + 2 plain-LLM answers + one likelihood pass of the plain LLM per RAG sentence
+    # (the surprisal scorer), all through the run's cache; with keywords given, the attacker LLM
+    # (zero prior's query writer) is not called
     used = {role: c for role, c in first.calls_by_role.items() if c["model_calls"] or c["cache_hits"]}
-    assert used == {"target": {"model_calls": 2, "cache_hits": 0, "cache_waited": 0},
-                    "standard": {"model_calls": 2, "cache_hits": 0, "cache_waited": 0}}
+    assert set(used) == {"target", "standard"} and first.cache_hits == 0
+    assert used["target"] == {"model_calls": 2, "cache_hits": 0, "cache_waited": 0}
+    assert used["standard"]["model_calls"] == 2 + esr.n and first.model_calls == 4 + esr.n
     again = execute_cell(spec, str(tmp_path))
-    assert again.model_calls == 0 and again.cache_hits == 4 and again.metrics == first.metrics
+    assert again.model_calls == 0 and again.cache_hits == first.model_calls and again.metrics == first.metrics

@@ -88,3 +88,23 @@ def test_processes_creating_a_new_cache_at_once_do_not_collide(tmp_path):
         assert p.exitcode == 0
     assert results == {w: f"worker {w}"[::-1] for w in range(4)}
     assert len(GenerationCache(path)) == 4
+
+
+def test_likelihoods_are_cached_and_offered_only_when_the_model_scores_text(tmp_path):
+    from ragleak.testing import prompt_words_likelihood
+
+    scored = []
+
+    def likelihood(prompt, text):
+        scored.append(text)
+        return prompt_words_likelihood(prompt, text)
+
+    cached = CachedGenerator(ScriptedGenerator("x", continuation=likelihood), GenerationCache(tmp_path / "c.sqlite"))
+    first = cached.continuation_logprobs("the prompt", "the Quorvash ledger")
+    assert first == [("the", -0.1), ("Quorvash", -9.0), ("ledger", -9.0)] and cached.misses == 1
+    again = CachedGenerator(ScriptedGenerator("x", continuation=likelihood), GenerationCache(tmp_path / "c.sqlite"))
+    assert again.continuation_logprobs("the prompt", "the Quorvash ledger") == first and again.hits == 1
+    assert scored == ["the Quorvash ledger"]  # the second process read it, the model did not run
+    assert again.continuation_logprobs("another prompt", "the Quorvash ledger") != [] and again.misses == 1
+    plain = CachedGenerator(ScriptedGenerator("x"), GenerationCache(tmp_path / "c.sqlite"))
+    assert getattr(plain, "continuation_logprobs", None) is None  # a model that cannot score offers nothing

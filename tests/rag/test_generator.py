@@ -73,3 +73,17 @@ def test_a_tampered_model_file_fails_verification(tmp_path, monkeypatch):
 def test_unknown_model_name_lists_the_known_ones():
     with pytest.raises(ModelNotInstalledError, match="qwen2.5-coder-0.5b"):
         LlamaCppGenerator("gpt-17")
+
+
+def test_continuation_logprobs_agree_with_the_next_token_distribution_and_see_unknown_names(generator):
+    inner = generator.inner
+    prompt = inner.render(MESSAGES)
+    scored = inner.continuation_logprobs(prompt, "The foundry was founded in the north.")
+    assert scored and all(lp <= 0 for _, lp in scored)
+    assert "".join(piece for piece, _ in scored) == "The foundry was founded in the north."
+    first = inner.llm.tokenize(scored[0][0].encode(), add_bos=False, special=True)[0]
+    assert np.isclose(scored[0][1], inner.next_token_logprobs(prompt)[first], atol=1e-3)
+    # invented syllables cost the model more than a plain sentence of the same length
+    plain = inner.continuation_logprobs(prompt, "The foundry is a large old building.")
+    invented = inner.continuation_logprobs(prompt, "The Vruthmog Qelspar holds Zindrak Pulvoth.")
+    assert -sum(lp for _, lp in invented) > -sum(lp for _, lp in plain) + 10

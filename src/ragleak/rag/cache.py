@@ -26,6 +26,7 @@ deadlock or a lost entry.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -574,5 +575,29 @@ class CachedGenerator:
     def next_token_logprobs(self, prompt: str) -> np.ndarray:
         return self.inner.next_token_logprobs(prompt)
 
+    def _continuation_logprobs(self, prompt: str, text: str) -> list[tuple[str, float]]:
+        """The inner model's ``continuation_logprobs``, through the cache: a likelihood is as
+        deterministic as a greedy generation, so a resumed or repeated cell does not score the
+        same text again. Stored as a ``Generation`` whose text is the JSON list of (piece, log p)
+        under a key of its own kind; counted as a model call or a hit like a generation."""
+        if self.cache is None:
+            self.misses += 1
+            return self.inner.continuation_logprobs(prompt, text)
+        key = digest({"model": self.model_id, "continuation_logprobs": prompt, "text": text})
+        hit = self._read(key)
+        if hit is not None:
+            self.hits += 1
+            return [(piece, float(lp)) for piece, lp in json.loads(hit.text)]
+        self.misses += 1
+        t0 = time.perf_counter()
+        scored = self.inner.continuation_logprobs(prompt, text)
+        record = Generation(text=json.dumps([[piece, lp] for piece, lp in scored]), prompt_tokens=0,
+                            completion_tokens=len(scored), finish_reason="likelihood",
+                            seconds=time.perf_counter() - t0)
+        self.cache.put(key, self.model_id, DecodingParams(max_tokens=1), prompt + "\x00" + text, record)
+        return scored
+
     def __getattr__(self, name: str):
+        if name == "continuation_logprobs" and callable(getattr(self.inner, name, None)):
+            return self._continuation_logprobs  # only where the inner model can score a text
         return getattr(self.inner, name)

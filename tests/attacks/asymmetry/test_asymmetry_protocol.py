@@ -154,7 +154,7 @@ def test_train_fits_on_seventy_percent_scores_the_held_out_thirty_and_saves_plai
     target = PipelineTarget(stack.pipeline(stack.index(FACTS)))
     out = tmp_path / "clf.json"
     transcript = KnowledgeAsymmetryAttack(keywords=tuple(f"mills {i}" for i in range(10)), train=True,
-                                          scorer="cosine", classifier_out=str(out)).run(target, stack.context(3), budget=10)
+                                          scorer="cosine", classifier_features="paper", classifier_out=str(out)).run(target, stack.context(3), budget=10)
     scoring = transcript.scoring["asymmetry"]
     info = scoring["classifier"]
     assert scoring["decision"] == "trained-classifier" and scoring["threshold"] == 0.5

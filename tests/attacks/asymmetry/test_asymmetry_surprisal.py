@@ -13,7 +13,8 @@ from hypothesis import given, strategies as st
 from ragleak.attacks.asymmetry.attack import KnowledgeAsymmetryAttack
 from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, feature_row
 from ragleak.attacks.asymmetry.probe import Observation
-from ragleak.attacks.asymmetry.scoring import SURPRISE_NATS, SentenceScore, score_sentences, surprisal_fields
+from ragleak.attacks.asymmetry.scoring import (SURPRISE_NATS, SentenceScore, score_sentences, surprisal_fields,
+                                              surprisal_probability)
 from ragleak.errors import ConfigError
 from ragleak.rag.target import PipelineTarget
 from ragleak.records import Document
@@ -113,3 +114,13 @@ def test_surprisal_feature_set_needs_the_likelihood_and_learns_from_it(tmp_path)
     assert ((p >= 0.5) == (y == 1)).mean() >= 0.9
     loaded = AsymmetryClassifier.load(clf.save(tmp_path / "clf.json"))
     assert np.array_equal(loaded.predict_proba(observations[9].sentences), clf.predict_proba(observations[9].sentences))
+
+
+@given(st.integers(0, 40), st.integers(0, 40), st.floats(0, 500), st.floats(0, 500), st.integers(1, 10))
+def test_surprisal_probability_orders_by_count_then_surprisal_and_flags_at_k(n1, n2, s1, s2, k):
+    a, b = sentence("a", 0.0, n1, 50), sentence("b", 0.0, n2, 50)
+    a, b = (SentenceScore(**{**x.to_dict(), "surprisal": v}) for x, v in ((a, s1), (b, s2)))
+    pa, pb = surprisal_probability(a, k), surprisal_probability(b, k)
+    assert 0 <= pa < 1 and (pa >= 0.5) == (n1 >= k)
+    if n1 > n2 or (n1 == n2 and s1 > s2 + 1e-6):
+        assert pa > pb

@@ -13,6 +13,11 @@ the target) unless ``standard_max_tokens`` is set; the q1 writer is the ``attack
 NLI is off by default (``nli="none"``: Ŝ = S, the paper's cosine max-similarity); ``onnx`` and
 ``llm`` are options (see ``ragleak.nlp.nli`` for what each was measured to do).
 
+Why surprisal is the default scorer: on the development runs (invented facts and the multi-domain
+mix, benchmark seed 7, zero prior, 30 queries) the sentence AUC was 0.95 and 0.89 for surprisal
+against 0.67 and 0.66 for the cosine score, and k = 3 surprising tokens was chosen there; the
+committed benchmark (``benchmarks/bench_asymmetry.py``, seed 0) is the held-out check.
+
 Decision rule, while querying: a saved classifier (``classifier_path``, ``classifier.py``) gives
 P(private); without one the ``scorer`` does:
 
@@ -26,7 +31,8 @@ Scoring (``label``, after the queries): when the target exposed its trace, each 
 sentence gets its attribution label (``labels.py``; the boilerplate pool is every passage the
 run saw) and ``scoring["asymmetry"]`` holds the labels and P(private) per query, plus the
 documents the run reached. With ``train`` the paper's protocol runs instead: the ReLU MLP is
-fitted on a seeded 7:3 split of the run's labelled queries (``test_fraction`` held out), the
+fitted (on ``classifier_features``: ``surprisal`` by default, ``paper`` for Ŝ alone as the paper
+has it) on a seeded 7:3 split of the run's labelled queries (``test_fraction`` held out), the
 scoring rows are the held-out queries only, scored by the fitted classifier at 0.5, and the
 classifier is saved to ``classifier_out`` (plain JSON arrays) for reuse on another target. ESR,
 F1 and AUC are the registered metrics of ``ragleak.metrics.attribution``.
@@ -78,7 +84,8 @@ class AsymmetryParams(AttackParams):
     keywords_per_refinement: int = Field(default=3, ge=1, le=10)
     train: bool = Field(default=False, description="fit the MLP on a 7:3 query split of this run; score the 30%")
     test_fraction: float = Field(default=0.3, gt=0.0, lt=1.0)
-    classifier_features: str = Field(default="paper", description="feature set of the trained MLP")
+    classifier_features: str = Field(default="surprisal",
+                                     description="feature set of the trained MLP (paper: Ŝ only, as the paper)")
     classifier_out: str | None = Field(default=None, description="where --train saves the classifier (JSON)")
     tau: float = Field(default=0.5, gt=0.0, le=1.0, description="attribution threshold (ROUGE-L recall)")
     min_tokens: int = Field(default=3, ge=1)
