@@ -25,7 +25,8 @@ P(private); without one the ``scorer`` does:
   is flagged when Ŝ < ``score_threshold``, i.e. p > (1 - score_threshold) / 2;
 * ``surprisal`` [IMPL-CHOICE]: with n the sentence's tokens the standard LLM gives under 1%
   probability (``scoring.py``) and k = ``surprising_tokens``, p grows with n (ties broken by the
-  total surprisal, ``surprisal_probability``) and the sentence is flagged when n >= k (p >= 1/2). Needs a standard LLM that can score a text (a local llama.cpp model).
+  total surprisal, ``surprisal_probability``) and the sentence is flagged when n >= k (p >= 1/2).
+  Needs a standard LLM that can score a text (a local llama.cpp model).
 
 Scoring (``label``, after the queries): when the target exposed its trace, each observed
 sentence gets its attribution label (``labels.py``; the boilerplate pool is every passage the
@@ -71,7 +72,7 @@ class AsymmetryParams(AttackParams):
     q2: str = Q2_DEFAULT
     n_initial: int = Field(default=10, ge=1, le=50, description="broad q1s the attacker LLM writes with zero prior")
     scorer: Literal["cosine", "surprisal"] = Field(
-        default="surprisal", description="surprisal: tokens the standard LLM could not predict (default); cosine: the paper's Ŝ")
+        default="surprisal", description="surprisal: tokens the standard LLM could not predict; cosine: the paper's Ŝ")
     surprising_tokens: int = Field(default=3, ge=1, le=50,
                                    description="surprisal scorer: flag a sentence with at least this many")
     nli: Literal["none", "onnx", "llm"] = Field(default="none", description="NLI correction of the cosine score")
