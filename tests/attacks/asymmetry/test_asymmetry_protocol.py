@@ -210,6 +210,21 @@ def test_labels_agree_with_hand_checked_sentences_better_than_rouge_alone():
     assert len(data["sentences"]) == 60 and (new, old) == (58, 50)
 
 
+def test_labels_agree_with_hand_checked_email_sentences_and_keep_recurring_correspondents_private():
+    """labels.py's second check: 40 hand-labelled sentences of real answers over e-mails, where a
+    few correspondents recur on many headers: 40/40 (the earlier boilerplate rule: 29/40)."""
+    from importlib.resources import files
+
+    data = json.loads((files("ragleak") / "data" / "asymmetry" / "label-handcheck-email.v1.json").read_text())
+    pool, items = data["pool"], data["items"]
+    boiler = Boilerplate.from_passages(pool)
+    agree = {"random": 0, "disagreement": 0}
+    for s in data["sentences"]:
+        passages, query = [pool[i] for i in items[s["item"]]["passages"]], items[s["item"]]["query"]
+        agree[s["sample"]] += attribution_label(s["sentence"], passages, boilerplate=boiler, query=query) == s["hand"]
+    assert len(data["sentences"]) == 40 and agree == {"random": 29, "disagreement": 11}
+
+
 def test_a_dry_queue_is_refilled_from_the_reserve_until_the_budget_is_spent():
     from ragleak.attacks.asymmetry.probe import Observation
     from ragleak.attacks.asymmetry.refine import run_refinement

@@ -30,10 +30,12 @@ y_i = 1 iff 2 holds not and (3 or 4). Defaults tau = 0.5, min_tokens = 3, share 
 
 Validation: on 60 hand-labelled sentences of real RAG answers over a template corpus
 (``data/asymmetry/label-handcheck.v1.json``) this rule agrees with the hand labels on 58
-(96.7%); ROUGE-L recall >= 0.5 alone on 50 (83.3%). An earlier version also dropped specific
-tokens found in ``share`` of the pool and masked them inside boilerplate; it agreed on the same
-58, but on e-mail answers it called the recurring correspondents' names and addresses public
-(e.g. "To: <name> <address>" on many headers), so entity tokens are no longer boilerplate.
+(96.7%); ROUGE-L recall >= 0.5 alone on 50 (83.3%). On 40 hand-labelled sentences of real
+answers over e-mails (``data/asymmetry/label-handcheck-email.v1.json``: a few correspondents
+recur on many headers) it agrees on 40; an earlier version, which also masked entity tokens
+inside boilerplate and stopped counting those found in ``share`` of the pool, agreed on the same
+58 template sentences but on only 29 of the e-mail ones: it called the recurring correspondents'
+names and addresses public ("To: <name> <address>"), so entity tokens are no longer boilerplate.
 
 The context is what the LLM saw: the passages in the trace's prompt (after any
 ``rewrite_context`` hook), recovered by inverting ``rag.prompt.format_context``.
