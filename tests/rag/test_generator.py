@@ -82,7 +82,11 @@ def test_continuation_logprobs_agree_with_the_next_token_distribution_and_see_un
     assert scored and all(lp <= 0 for _, lp in scored)
     assert "".join(piece for piece, _ in scored) == "The foundry was founded in the north."
     first = inner.llm.tokenize(scored[0][0].encode(), add_bos=False, special=True)[0]
-    assert np.isclose(scored[0][1], inner.next_token_logprobs(prompt)[first], atol=1e-3)
+    # the same position's distribution (one token off would be far off): not bit-equal, since the
+    # generator's context computes the last layer for its final token only (another matmul shape)
+    assert np.isclose(scored[0][1], inner.next_token_logprobs(prompt)[first], atol=0.1)
+    second = inner.llm.tokenize(scored[1][0].encode(), add_bos=False, special=True)[0]
+    assert np.isclose(scored[1][1], inner.next_token_logprobs(prompt + scored[0][0])[second], atol=0.1)
     # invented syllables cost the model more than a plain sentence of the same length
     plain = inner.continuation_logprobs(prompt, "The foundry is a large old building.")
     invented = inner.continuation_logprobs(prompt, "The Vruthmog Qelspar holds Zindrak Pulvoth.")
