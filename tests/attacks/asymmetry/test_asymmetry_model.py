@@ -65,3 +65,24 @@ def test_real_answers_split_into_private_and_public_sentences(corp_observations)
     assert private and public
     assert sum(private) / len(private) < sum(public) / len(public)
     assert all(o.llm_answer and o.rag_answer for o in corp_observations)
+
+
+@pytest.mark.model
+def test_the_plain_llm_finds_private_sentences_more_surprising(corp_observations, generator_capped_at):
+    """The default scorer on real answers: a private sentence holds more tokens the plain LLM gives
+    under 1% probability than a public one (on average), and the count ranks them above chance."""
+    from sklearn.metrics import roc_auc_score
+
+    from ragleak.attacks.asymmetry.scoring import surprisal_fields
+
+    llm = StandardLLM(generator_capped_at(MAX_TOKENS))
+    counts, labels = [], []
+    for o in corp_observations:
+        for s, y in zip(o.sentences, o.labels):
+            counts.append(surprisal_fields(llm.token_logprobs(o.query, s.text))["surprising_tokens"])
+            labels.append(y)
+    private = [c for c, y in zip(counts, labels) if y == 1]
+    public = [c for c, y in zip(counts, labels) if y == 0]
+    assert private and public
+    assert sum(private) / len(private) > sum(public) / len(public)
+    assert roc_auc_score(labels, counts) > 0.7

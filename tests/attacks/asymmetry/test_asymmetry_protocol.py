@@ -238,3 +238,22 @@ def test_a_dry_queue_is_refilled_from_the_reserve_until_the_budget_is_spent():
     steps = run_refinement(["a b c"], ask, lambda s: [], budget=3, reserve=["a b c", "d e f", "g h i", "j k l"])
     assert asked == ["a b c", "d e f", "g h i"] and len(steps) == 3
     assert len(run_refinement(["a b c"], ask, lambda s: [], budget=5, reserve=["d e f"])) == 2  # reserve exhausted
+
+
+def test_a_keyword_run_whose_feedback_stalls_still_spends_its_budget_within_its_keywords():
+    from ragleak.attacks.asymmetry.attack import facet_queries
+
+    keywords = ["mills", "ferries", "guild ledgers"]
+    reserve = facet_queries(keywords)
+    assert len(reserve) == len(FACETS) * len(keywords) == len(set(reserve))  # every facet within every keyword
+    assert {q.rsplit(" in ", 1)[1].rstrip(".") for q in reserve[:len(keywords)]} == set(keywords)
+    assert facet_queries([]) == [make_q1([f]) for f in FACETS]
+    stack = scripted_stack()
+    target = PipelineTarget(stack.pipeline(stack.index(FACTS)))
+    # cosine scorer against a plain LLM that says nothing: each answer is flagged, but a budget of
+    # 8 outlasts the 2 keywords and whatever the refinement writes
+    transcript = KnowledgeAsymmetryAttack(keywords=("mills", "keepers"), scorer="cosine").run(
+        target, stack.context(0), budget=8)
+    asked = [o["q1"] for o in transcript.state["observations"]]
+    assert len(asked) == 8 and len(set(asked)) == 8
+    assert any(q in facet_queries(["mills", "keepers"]) for q in asked)

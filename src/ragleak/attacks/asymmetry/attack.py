@@ -102,6 +102,18 @@ class AsymmetryParams(AttackParams):
         return self
 
 
+def facet_queries(keywords: list[str]) -> list[str]:
+    """Broad q1s asked when the refinement queue runs dry with budget left: one per facet (kinds
+    of content any collection has) with zero prior; with keywords, each facet within a keyword's
+    subject ("people and their roles in <keyword>"), facets and keywords rotating so the first
+    few already cover every keyword."""
+    if not keywords:
+        return [make_q1([facet]) for facet in FACETS]
+    n = len(FACETS) * len(keywords)
+    return list(dict.fromkeys(make_q1([f"{FACETS[i % len(FACETS)]} in {keywords[(i + i // len(FACETS)) % len(keywords)]}"])
+                              for i in range(n)))
+
+
 class KnowledgeAsymmetryAttack(Attack):
     name: ClassVar[str] = "asymmetry"
     version: ClassVar[str] = "3"
@@ -184,7 +196,7 @@ class KnowledgeAsymmetryAttack(Attack):
         def refine(private: list[str], hints: list[str]):
             return refine_q1(writer, private, hints, writing)
 
-        reserve = [] if keywords else [make_q1([facet]) for facet in FACETS]
+        reserve = facet_queries(keywords)
         steps = run_refinement(initial, ask, decide, session.remaining, p.keywords_per_refinement, refine, reserve)
         observations, extracted = [], []
         for step in steps:
