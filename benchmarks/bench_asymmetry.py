@@ -34,12 +34,11 @@ transcripts with the current labelling code, without a model call for the attack
 Every block reports ESR with precision and the flag-everything baseline beside it.
 Intervals: 2,000-resample bootstrap over queries.
 
-Measured (benchmarks/results/bench_asymmetry-2026-12-03.json; Qwen2.5-Coder-0.5B as target,
-standard and attacker LLM, max_tokens 96 for both answers, top_k 3, 12 invented documents, seed
-0; the machine gave ~1 generation per minute; budget 30 in both settings): zero prior
-reaches 11 of 12 documents but stays below the issue's target (ESR >= 0.9, F1 >= 0.85,
-AUC >= 0.9): see the file for the numbers; the regex baseline beats the cosine score on
-invented facts, whose private sentences are full of digits and capitalised names.
+Measured (benchmarks/results/bench_asymmetry-2026-12-04.json; Qwen2.5-Coder-0.5B as target,
+standard and attacker LLM, max_tokens 96, top_k 3, 24 documents, seed 0 held out from the seed-7
+runs that chose the surprisal scorer and k = 3; 30 queries a setting): zero prior on invented
+facts ESR 0.92, F1 0.92, AUC 0.91 (flag-all F1 0.77); multi-domain zero prior ESR 0.89; the
+paper's cosine AUC 0.59-0.78 everywhere. README "Knowledge asymmetry" has the whole table.
 
 Run:
 
