@@ -259,3 +259,50 @@ def test_observed_calls_scale_the_expected_eta_and_never_lower_the_upper_bound(r
     assert plan["eta_upper_s"] == round(4 * (stack_prompt / PREFILL + 256 / DECODE) + 8 * (200 / PREFILL + 64 / DECODE))
     assert plan["model_calls"] == 4 * 3 and plan["model_calls_expected"] == 2 + 3
     assert plan["eta_basis"]["completions"]["calls_used"]["ikea"]["queries_share"] == 0.5
+
+
+def test_the_prefix_reuse_mode_prices_only_what_a_turn_does_not_share(rates, tmp_path):
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    reuse = {"decoding": {"reuse_prefix": True}}
+    for mode, history in (("single", 0.0), ("multi", 2 / 3)):
+        config = GridConfig(attacks=["ps"], defenses=["none"], modes=[mode], budget=3, stack=reuse, **CORPUS)
+        counted = count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack)
+        assert 0 < counted.system_tokens < counted.frame_tokens
+        # every call keeps the system message of the call before; a turn after a conversation's
+        # first re-prefills only the exchange before it (2 of 3 turns)
+        prompt = counted.prompt - counted.system_tokens + history * (QUERY_WORDS * TOKENS_PER_WORD + 20)
+        plan = plan_summary(config, completions=table(ps=[20]), tokens=count)
+        assert plan["eta_s"] == round(3 * (prompt / PREFILL + 20 / DECODE))
+
+
+def test_a_likelihood_pass_is_a_model_call_priced_at_its_prefill(rates, tmp_path):
+    params = {"asymmetry": {"standard_max_tokens": 40}}
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    plans = {scorer: plan_summary(GridConfig(attacks=["asymmetry"], defenses=["none"], budget=2,
+                                             attack_params={"asymmetry": {**params["asymmetry"], "scorer": scorer}},
+                                             **CORPUS), completions=table(asymmetry=[20]), tokens=count)
+             for scorer in ("surprisal", "cosine")}
+    frame = count("synthetic-corp", CORPUS["corpus_params"]["synthetic-corp"], StackConfig()).frame_tokens
+    # per query: a target generation, a standard answer, and for surprisal a pass over the answer
+    assert (plans["surprisal"]["model_calls"], plans["cosine"]["model_calls"]) == (6, 4)
+    # (both ETAs are rounded to the second)
+    assert abs(plans["surprisal"]["eta_s"] - plans["cosine"]["eta_s"] - 2 * (frame + 20) / PREFILL) <= 1
+    assert abs(plans["surprisal"]["eta_upper_s"] - plans["cosine"]["eta_upper_s"] - 2 * (frame + 256) / PREFILL) <= 1
+
+
+def test_observe_counts_a_standard_llms_calls_as_the_attacks_own_and_skips_likelihoods(tmp_path):
+    run, model_id = make_run(tmp_path, {"asymmetry": {"standard_max_tokens": 48}})
+    record = json.loads((run / "cells" / "c0.json").read_text())
+    # 4 queries: 4 standard answers and 4 likelihood passes (standard role), 2 writer calls
+    record.update(status="ok", counts={"queries": 4},
+                  calls_by_role={"target": {"model_calls": 4}, "standard": {"model_calls": 8, "cache_hits": 0},
+                                 "attacker": {"model_calls": 2, "cache_hits": 0}})
+    (run / "cells" / "c0.json").write_text(json.dumps(record))
+    cache = GenerationCache(run / "generations.sqlite")
+    put(cache, model_id, "a standard answer", 48, 30)
+    cache.put("lk", model_id, DecodingParams(max_tokens=48), "a prompt\x00an answer",
+              Generation(text="[]", prompt_tokens=0, completion_tokens=7, finish_reason="likelihood", seconds=0.1))
+    cache.close()
+    observed = observe(run)
+    assert observed.calls["asymmetry"].attacker_per_query == 2.5
+    assert observed.get("asymmetry", "attacker", MODEL).n == 1 and observed.unattributed == 0

@@ -141,7 +141,10 @@ def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
         sent = counts.get("queries")
         if cell.get("status") not in ("ok", "partial") or not isinstance(sent, int) or sent <= 0:
             continue
-        agent = (cell.get("calls_by_role") or {}).get("attacker") or {}
+        roles = cell.get("calls_by_role") or {}
+        # the attack's own model: its agent ("attacker") and a standard LLM it compares with
+        agent = {k: sum((roles.get(r) or {}).get(k, 0) for r in ("attacker", "standard"))
+                 for k in ("model_calls", "cache_hits")}
         row = sums[spec["attack"]]
         row[0] += 1
         row[1] += sent
@@ -233,6 +236,8 @@ def observe(run_dir: Path) -> CompletionTable:
         except (ValueError, KeyError, TypeError):
             unattributed += 1
             continue
+        if generation.get("finish_reason") == "likelihood":
+            continue  # a text's log-probabilities (``CachedGenerator``), not a decode
         model = names.get(model_id, model_id)
         if prompt in prompts:
             key = (prompts[prompt], "target", model)

@@ -110,6 +110,7 @@ class CellEstimate:
     attacker_calls: float = 0.0
     attacker_max_tokens: int | None = None  # None: the stack's max_tokens
     carries_answers: bool = False
+    likelihood_passes: float = 0.0  # the attack's prefill-only passes over an answer (model calls)
 
 
 class Estimator:
@@ -128,9 +129,10 @@ class Estimator:
         target = queries * (self.references if own else 1.0)
         attacker = queries * shape.attacker_calls_per_query
         sequences = queries * defense.generation_cost() if own else 0.0
-        return CellEstimate(cell, stream_key(cell, shape), stream_kind(shape), queries, target + attacker,
+        likelihood = queries * shape.likelihood_passes_per_query
+        return CellEstimate(cell, stream_key(cell, shape), stream_kind(shape), queries, target + attacker + likelihood,
                             target + attacker + sequences, target, sequences, attacker,
-                            shape.attacker_max_tokens, shape.carries_answers)
+                            shape.attacker_max_tokens, shape.carries_answers, likelihood)
 
 
 def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
@@ -213,8 +215,8 @@ class EtaModel:
                              "at_cap": stats.at_cap}
         return min(stats.completion_mean, float(cap))
 
-    def prices(self, s: CellEstimate) -> tuple[GenerationPrice, GenerationPrice]:
-        """(a target generation, an attacker call) of stream ``s``."""
+    def prices(self, s: CellEstimate) -> tuple[GenerationPrice, GenerationPrice, GenerationPrice]:
+        """(a target generation, an attacker call, a likelihood pass) of stream ``s``."""
         cell, stack = s.cell, s.cell.stack
         cap = stack.decoding.max_tokens
         counted = self._prompt_tokens(cell)
@@ -226,6 +228,12 @@ class EtaModel:
             query = QUERY_WORDS * TOKENS_PER_WORD  # an earlier question in the history
         answer = self._completion(cell.attack, "target", stack.model, cap)
         history = HISTORY_TURNS if s.carries_answers else 0.0
+        if stack.decoding.reuse_prefix:
+            # the prefix-reuse mode keeps the system message's state from the call before, and a
+            # conversation's history but its last exchange: a turn after the first prefills that
+            # exchange, its own message and the context (in a conversation of MULTI_TURNS)
+            history = (1 - 1 / MULTI_TURNS) if s.carries_answers else 0.0
+            base -= counted.system_tokens if counted is not None else 0
         target = GenerationPrice(prompt=base + history * (query + answer), completion=answer,
                                  prompt_upper=base + history * (query + cap), completion_upper=cap)
         attacker_cap = s.attacker_max_tokens or cap
@@ -236,31 +244,37 @@ class EtaModel:
         attacker = GenerationPrice(prompt=prompt, completion=own,
                                    prompt_upper=prompt if stats is not None else frame + cap,
                                    completion_upper=attacker_cap)
-        return target, attacker
+        # a likelihood pass reads the attack's prompt (no context) and a target answer, decoding nothing
+        likelihood = GenerationPrice(prompt=frame + answer, completion=0.0, prompt_upper=frame + cap,
+                                     completion_upper=0.0)
+        return target, attacker, likelihood
 
-    def calls(self, s: CellEstimate) -> tuple[float, float, float, float]:
-        """(target-side, attacker) calls of stream ``s``: expected, then upper. Expected scales by
-        the share of its budget the attack was observed to send and uses its observed attacker
-        calls per query; the upper bound is the full budget at the larger of declared and observed."""
+    def calls(self, s: CellEstimate) -> tuple[float, float, float, float, float]:
+        """(target-side, attacker) calls of stream ``s``: expected, then upper, then the expected
+        likelihood passes (the upper bound is ``s.likelihood_passes``). Expected scales by the
+        share of its budget the attack was observed to send and uses its observed attacker calls
+        per query; the upper bound is the full budget at the larger of declared and observed."""
         observed = self.completions.calls.get(s.cell.attack)
         target = s.target_generations + s.sequences
         if observed is None or s.queries == 0:
-            return target, s.attacker_calls, target, s.attacker_calls
+            return target, s.attacker_calls, target, s.attacker_calls, s.likelihood_passes
         self._calls_used[s.cell.attack] = observed.row()
         share = min(observed.queries_share, 1.0) if observed.queries_share is not None else 1.0
         declared = s.attacker_calls / s.queries
-        return (target * share, s.queries * share * observed.attacker_per_query,
-                target, s.queries * max(declared, observed.attacker_per_query))
+        # the observed calls of the attack's own model include its likelihood passes
+        per_query = max(observed.attacker_per_query - s.likelihood_passes / s.queries, 0.0)
+        return (target * share, s.queries * share * per_query,
+                target, s.queries * max(declared, per_query), s.likelihood_passes * share)
 
     def __call__(self, streams: list[CellEstimate]) -> tuple[float | None, float | None, dict]:
         expected = upper = 0.0
         missing, rates = set(), {}
         self.expected_calls = 0.0
         for s in streams:
-            t_calls, a_calls, t_calls_up, a_calls_up = self.calls(s)
+            t_calls, a_calls, t_calls_up, a_calls_up, l_calls = self.calls(s)
             # a voting defense's sequences are decoding work, not model calls
             self.expected_calls += t_calls * s.target_generations / max(s.target_generations + s.sequences, 1e-9) \
-                + a_calls
+                + a_calls + l_calls
             stack = s.cell.stack
             threads = stack.n_threads or 1
             speed = stored_speed(stack.model, threads)
@@ -269,11 +283,12 @@ class EtaModel:
                 continue
             rates[f"{stack.model}@{threads}"] = {k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m")
                                                  if k in speed}
-            target, attacker = self.prices(s)
+            target, attacker, likelihood = self.prices(s)
             t_exp, t_up = target.seconds(speed)
             a_exp, a_up = attacker.seconds(speed)
-            expected += t_calls * t_exp + a_calls * a_exp
-            upper += t_calls_up * t_up + a_calls_up * a_up
+            l_exp, l_up = likelihood.seconds(speed)
+            expected += t_calls * t_exp + a_calls * a_exp + l_calls * l_exp
+            upper += t_calls_up * t_up + a_calls_up * a_up + s.likelihood_passes * l_up
         basis: dict[str, Any] = {
             "rates": rates, "prompt_tokens": self._prompts,
             "completions": {"source": self.completions.source, "used": dict(sorted(self._used.items())),
@@ -282,7 +297,8 @@ class EtaModel:
             "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved), "
                        "observed share of the budget sent and attacker calls per query (declared where unobserved); "
                        "upper bound: every decode to its cap; a voting defense's sequences at a target "
-                       "generation's price; one worker, generation time only",
+                       "generation's price; a likelihood pass at the prefill of its prompt and answer; "
+                       "one worker, generation time only",
         }
         if missing:
             basis["missing"] = sorted(missing)

@@ -27,14 +27,14 @@ from ragleak.config import StackConfig
 from ragleak.corpora import load_corpus
 from ragleak.corpora.chunking import chunk_documents
 from ragleak.files import atomic_write_text, ragleak_home
-from ragleak.rag.prompt import build_rag_messages, render_chatml
+from ragleak.rag.prompt import ChatMessage, build_rag_messages, message_ends, render_chatml
 from ragleak.records import Passage, digest
 
 log = logging.getLogger(__name__)
 
 TOKENS_PER_WORD = 1.35  # fallback only: English prose to Qwen/SmolLM tokens (PII-dense text runs ~2.5)
 QUERY_WORDS = 20  # an attack query's length in words when the plan does not know the query (PS prompts ~15-25)
-TOKENS_VERSION = 1  # bump when the way a count is made changes, so cached counts are redone
+TOKENS_VERSION = 2  # bump when the way a count is made changes, so cached counts are redone
 
 Tokenizer = Callable[[str], int]
 
@@ -48,6 +48,7 @@ class PromptTokens:
     frame_tokens: int  # system prompt + template + "Context:"/"Question:" + a query of QUERY_WORDS words
     top_k: int
     tokenizer: str  # "llama.cpp vocab of MODEL" or "words x 1.35 (assumed)"
+    system_tokens: int = 0  # the rendered system message alone (what the prefix-reuse mode keeps)
 
     @property
     def prompt(self) -> float:
@@ -99,8 +100,10 @@ def count_prompt_tokens(passages: Sequence[Passage], stack: StackConfig, count: 
     # "Context:\n" and the blank line before the question, beyond the passage-free frame
     frame += count("Context:\n\n") if passages else 0
     lines = [count(f"Passage {i}: {p.text}\n") for i, p in enumerate(passages, start=1)]
+    system = render_chatml([ChatMessage(role="system", content=stack.system_prompt)])
     return PromptTokens(passages=len(passages), passage_tokens=statistics.fmean(lines) if lines else 0.0,
-                        frame_tokens=frame, top_k=stack.top_k, tokenizer=tokenizer)
+                        frame_tokens=frame, top_k=stack.top_k, tokenizer=tokenizer,
+                        system_tokens=count(system[:message_ends(system)[0]]))
 
 
 class PromptTokenCounter:

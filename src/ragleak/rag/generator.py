@@ -22,7 +22,7 @@ from ragleak.errors import ModelNotInstalledError, RagleakError
 from ragleak.rag.completion import CompletionText
 from ragleak.rag.models import ModelSpec, get_spec, model_path
 from ragleak.rag.multiseq import LlamaMultiSequence
-from ragleak.rag.prompt import ChatMessage, render_chatml
+from ragleak.rag.prompt import ChatMessage, message_ends, render_chatml
 from ragleak.records import Record
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,13 @@ class DecodingParams(Record):
     key and cell id, whatever its measured exactness: batched and one-at-a-time results never
     mix in one cache or report. At the default 1 it is left out of the serialised settings, so
     the keys and cell ids of unbatched runs are those they had before the field existed.
+
+    ``reuse_prefix`` is the prefix-reuse mode: the prompt is prefilled one chat message at a time
+    and the KV state of the messages a later prompt repeats (the system prompt, a conversation's
+    earlier turns) is kept instead of prefilled again (``LlamaCppGenerator.complete``). Its text
+    is a function of the prompt alone, whatever ran before, but in general not the text of the
+    one-shot prefill (rows summed in other block shapes flip near-tied tokens), so it is part of
+    every key and cell id too, and left out of the serialised settings when off.
     """
 
     max_tokens: int = Field(default=256, ge=1, le=8192)
@@ -46,12 +53,17 @@ class DecodingParams(Record):
     repeat_penalty: float = Field(default=1.0, gt=0.0)
     seed: int = 0
     batch: int = Field(default=1, ge=1, le=64, description="independent queries decoded together (1: one at a time)")
+    reuse_prefix: bool = Field(default=False, description="prefill message by message, keeping the KV state of "
+                                                          "messages a later prompt repeats")
 
     @model_serializer(mode="wrap")
-    def _unbatched_as_before(self, handler):
+    def _defaults_as_before(self, handler):
         data = handler(self)
-        if self.batch == 1 and isinstance(data, dict):
-            data.pop("batch", None)
+        if isinstance(data, dict):
+            if self.batch == 1:
+                data.pop("batch", None)
+            if not self.reuse_prefix:
+                data.pop("reuse_prefix", None)
         return data
 
 
@@ -123,6 +135,10 @@ class LlamaCppGenerator:
         self._llm = None
         self._decoder: LlamaMultiSequence | None = None
         self._lock = threading.Lock()
+        # the prompt tokens whose KV state the context holds as the prefix-reuse mode built it,
+        # and the chunk boundaries it was prefilled at; None when anything else used the context
+        self._kept: tuple[list[int], frozenset[int]] | None = None
+        self.prefilled_tokens = 0  # prompt tokens actually prefilled (not reused), for benchmarks
 
     @property
     def path(self) -> Path:
@@ -174,20 +190,35 @@ class LlamaCppGenerator:
                 raise self._too_long(len(tokens))
             t0 = time.perf_counter()
             self.invocations += 1
-            # a fresh KV state for every prompt: reusing a cached prefix changes the batch split
-            # of the prefill, which can flip a greedy token; the cache key must fix the output
-            self.llm.reset()
-            out = self.llm.create_completion(
-                tokens,
-                max_tokens=min(p.max_tokens, room),
-                temperature=p.temperature,
-                top_k=p.top_k,
-                top_p=p.top_p,
-                min_p=0.0,
-                repeat_penalty=p.repeat_penalty,
-                seed=p.seed,
-                stop=list(STOP_STRINGS),
-            )
+            bounds: list[int] = []
+            if p.reuse_prefix:
+                bounds = self._prefill_by_message(prompt, tokens)
+            else:
+                # a fresh KV state for every prompt: reusing a cached prefix changes the batch
+                # split of the prefill, which can flip a greedy token; the key must fix the output
+                self._kept = None
+                self.llm.reset()
+                self.prefilled_tokens += len(tokens)
+            try:
+                out = self.llm.create_completion(
+                    tokens,
+                    max_tokens=min(p.max_tokens, room),
+                    temperature=p.temperature,
+                    top_k=p.top_k,
+                    top_p=p.top_p,
+                    min_p=0.0,
+                    repeat_penalty=p.repeat_penalty,
+                    seed=p.seed,
+                    stop=list(STOP_STRINGS),
+                )
+            except BaseException:
+                self._kept = None
+                raise
+            if p.reuse_prefix:
+                # keep the prompt's state, not the answer's: the answer was decoded one token at a
+                # time and a later prompt holds it (if at all) inside a message prefilled whole
+                self.llm.n_tokens = len(tokens)
+                self._kept = (tokens, frozenset(bounds))
             seconds = time.perf_counter() - t0
         choice = out["choices"][0]
         usage = out["usage"]
@@ -198,6 +229,39 @@ class LlamaCppGenerator:
             finish_reason=choice.get("finish_reason") or "stop",
             seconds=seconds,
         )
+
+    def _prefill_by_message(self, prompt: str, tokens: list[int]) -> list[int]:
+        """The prefix-reuse mode's prefill of every message but the last: one ``eval`` per
+        complete message, starting after the longest run of messages whose KV state the context
+        already holds from the previous call of this mode. The last message and the opened
+        assistant turn are left to ``create_completion``, which finds the evaluated prefix and
+        prefills the rest in one call. Each chunk's boundaries are a function of the prompt, and
+        a chunk's KV values depend only on the chunks before it, so a reused state is the state a
+        cold prefill of the same prompt builds: the text does not depend on what ran before.
+        Returns the chunk boundaries (token offsets)."""
+        bounds = []
+        for end in message_ends(prompt):
+            if end >= len(prompt):
+                break
+            head = self.tokenize(prompt[:end])
+            # a boundary only where the prefix tokenizes as the start of the whole prompt
+            if len(head) < len(tokens) and tokens[:len(head)] == head and (not bounds or len(head) > bounds[-1]):
+                bounds.append(len(head))
+        reused = 0
+        if self._kept is not None:
+            kept, kept_bounds = self._kept
+            for b in bounds:
+                if b not in kept_bounds or kept[:b] != tokens[:b]:
+                    break
+                reused = b
+        llm = self.llm
+        llm.n_tokens = reused  # eval drops the KV cells from here on
+        self._kept = None
+        for start, end in zip([0] + bounds, bounds):
+            if start >= reused:
+                llm.eval(tokens[start:end])
+        self.prefilled_tokens += len(tokens) - reused
+        return bounds
 
     def generate_many(self, batch: Sequence[Sequence[ChatMessage]],
                       params: DecodingParams | None = None) -> list[GenerationResult]:
@@ -270,6 +334,7 @@ class LlamaCppGenerator:
             tokens = self.tokenize(prompt)
             llm = self.llm
             self.invocations += 1
+            self._kept = None
             llm.reset()
             llm.eval(tokens)
             logits = np.ctypeslib.as_array(

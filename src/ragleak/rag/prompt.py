@@ -30,6 +30,20 @@ def render_chatml(messages: Sequence[ChatMessage]) -> str:
     return "".join(parts) + "<|im_start|>assistant\n"
 
 
+#: where a ChatML message ends: the chunk boundaries of the prefix-reuse mode's prefill
+MESSAGE_END = "<|im_end|>\n"
+
+
+def message_ends(prompt: str) -> list[int]:
+    """Character offsets just after each complete message of a rendered ChatML prompt (the
+    opened assistant turn at its end is not a complete message)."""
+    ends, start = [], 0
+    while (i := prompt.find(MESSAGE_END, start)) >= 0:
+        start = i + len(MESSAGE_END)
+        ends.append(start)
+    return ends
+
+
 def format_context(passages: Sequence[Passage]) -> str:
     return "\n".join(f"Passage {i}: {p.text}" for i, p in enumerate(passages, start=1))
 
