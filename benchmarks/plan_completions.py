@@ -13,7 +13,9 @@ The shipped table of 2026-12-04 was made with ``--observe-only`` on this grid st
 IKEA and RAG-Thief cells (a shared machine at load 12 decoded ~0.1 tokens/s), plus the finished
 cells of two reproduction runs then in progress (PS on synthetic-corp and synthetic-email under
 the paper's six defenses, budget 10; the canary protocol on synthetic-email). MI, PM and DEAL
-have no row there: the plan prices them at their caps and says so.
+have no row there: the plan prices them at their caps and says so. ``--keep-shipped`` adds a
+run's observations to the shipped table (rows it does not observe stay as they were): the MI rows
+of 2026-12-05 come from the Table II MI run at the paper's budget (docs/results/mind-the-hook).
 """
 
 from __future__ import annotations
@@ -76,19 +78,31 @@ def main() -> None:
     ap.add_argument("--also", type=Path, action="append", default=[])
     ap.add_argument("--observe-only", action="store_true",
                     help="read --run-dir as it is (a run stopped early: its finished cells) instead of running it")
+    ap.add_argument("--keep-shipped", action="store_true",
+                    help="keep the shipped table's rows for what these runs did not observe (their runs may be gone)")
     args = ap.parse_args()
+    shipped = json.loads(OUT.read_text(encoding="utf-8")) if args.keep_shipped and OUT.exists() else None
     t0 = time.perf_counter()
     state = None if args.observe_only else run_grid(config(args.budget), args.run_dir, workers=1)
     wall = time.perf_counter() - t0
     tables = [named(observe(d), d) for d in [args.run_dir, *args.also]]
     merged = merge(tables)
+    kept = ""
+    if shipped is not None:
+        have = {(r["attack"], r["role"], r["model"]) for r in merged["rows"]}
+        old_rows = [r for r in shipped["rows"] if (r["attack"], r["role"], r["model"]) not in have]
+        have_calls = {r["attack"] for r in merged["calls"]}
+        old_calls = [r for r in shipped["calls"] if r["attack"] not in have_calls]
+        merged = {"rows": sorted(merged["rows"] + old_rows, key=lambda r: (r["model"], r["attack"], r["role"])),
+                  "calls": sorted(merged["calls"] + old_calls, key=lambda r: r["attack"])}
+        kept = f"; other rows kept from the table then shipped ({shipped['source']})"
     counts = defaultdict(int)
     for row in merged["rows"]:
         counts[row["role"]] += row["n"]
     data = {
         "source": (f"measured by benchmarks/plan_completions.py on {datetime.now(timezone.utc).date()} from "
-                   + ", ".join(t.source for t in tables) + " (default model, greedy, 1 thread)"),
-        "unattributed": sum(t.unattributed for t in tables),
+                   + ", ".join(t.source for t in tables) + " (default model, greedy, 1 thread)" + kept),
+        "unattributed": sum(t.unattributed for t in tables) + (shipped.get("unattributed", 0) if shipped else 0),
         "run": {"observed": dict(counts), **({} if state is None else {
             "cells": state.total, "errors": state.errors, "model_calls": state.model_calls, "wall_s": round(wall, 1)})},
         **merged,

@@ -235,6 +235,11 @@ class Stack:
         return sum(g.waited for g in self._generators.values())
 
     @property
+    def cache_takeovers(self) -> int:
+        """Claims of dead or silent workers taken over (each may repeat a generation in progress)."""
+        return sum(g.takeovers for g in self._generators.values())
+
+    @property
     def cache_repairs(self) -> int:
         """Corrupt cache entries found, discarded and regenerated (each is also a model call)."""
         return sum(g.repairs for g in self._generators.values())

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ragleak.config import StackConfig
 from ragleak.grid.completions import CompletionTable, observe, stored_table, summarise
-from ragleak.grid.plan import HISTORY_TURNS, plan_summary
+from ragleak.grid.plan import HISTORY_TURNS, TOKENS_PER_SENTENCE, plan_summary
 from ragleak.grid.spec import GridConfig
 from ragleak.grid.tokens import QUERY_WORDS, TOKENS_PER_WORD, PromptTokenCounter
 from ragleak.rag.cache import GenerationCache
@@ -283,11 +283,15 @@ def test_a_likelihood_pass_is_a_model_call_priced_at_its_prefill(rates, tmp_path
                                              **CORPUS), completions=table(asymmetry=[20]), tokens=count)
              for scorer in ("surprisal", "cosine")}
     frame = count("synthetic-corp", CORPUS["corpus_params"]["synthetic-corp"], StackConfig()).frame_tokens
-    # per query: a target generation, a standard answer, and for surprisal a pass over the answer
-    assert (plans["surprisal"]["model_calls"], plans["cosine"]["model_calls"]) == (6, 4)
-    # (both ETAs are rounded to the second)
+    # per query: a target generation, a standard answer, and for surprisal a pass per answer
+    # sentence (a 20-token answer: one; the count of model calls is at the 256-token cap)
+    at_cap = 256 / TOKENS_PER_SENTENCE
+    assert (plans["surprisal"]["model_calls"], plans["cosine"]["model_calls"]) == (round(4 + 2 * at_cap), 4)
+    assert plans["surprisal"]["model_calls_expected"] - plans["cosine"]["model_calls_expected"] == 2
+    # each pass prefills the standard prompt and its sentence (both ETAs are rounded to the second)
     assert abs(plans["surprisal"]["eta_s"] - plans["cosine"]["eta_s"] - 2 * (frame + 20) / PREFILL) <= 1
-    assert abs(plans["surprisal"]["eta_upper_s"] - plans["cosine"]["eta_upper_s"] - 2 * (frame + 256) / PREFILL) <= 1
+    assert abs(plans["surprisal"]["eta_upper_s"] - plans["cosine"]["eta_upper_s"]
+               - 2 * (at_cap * frame + 256) / PREFILL) <= 1
 
 
 def test_observe_counts_a_standard_llms_calls_as_the_attacks_own_and_skips_likelihoods(tmp_path):

@@ -243,3 +243,39 @@ def test_a_forked_childs_claim_is_its_own_not_its_parents(tmp_path):
     finally:
         child.kill()
         child.join(timeout=10)
+
+
+def test_a_failed_heartbeat_does_not_stop_the_next_ones(tmp_path, monkeypatch):
+    cache = GenerationCache(tmp_path / "c.sqlite", lease_s=0.08)  # a beat every 20 ms
+    claim = cache.claim(_key("long"))
+    beats = []
+
+    def renew(c):
+        beats.append(time.monotonic())
+        if len(beats) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        return True
+
+    monkeypatch.setattr(cache, "renew", renew)
+    with cache.holding(claim):
+        time.sleep(0.3)
+    assert len(beats) >= 3  # it kept beating after the first failure
+    assert _claims(tmp_path / "c.sqlite") == []
+
+
+def test_a_claim_is_released_when_reading_the_entry_after_winning_it_fails(tmp_path, monkeypatch):
+    path = tmp_path / "c.sqlite"
+    gen = _gen(path)
+    reads, read = [], gen._read
+
+    def flaky(key):  # the first read (the miss) works; the one right after winning the claim fails
+        reads.append(key)
+        if len(reads) > 1:
+            assert _claims(path) == [(key, os.getpid())]
+            raise sqlite3.OperationalError("disk I/O error")
+        return read(key)
+
+    monkeypatch.setattr(gen, "_read", flaky)
+    with pytest.raises(sqlite3.OperationalError):
+        gen.generate(_msgs("unlucky"))
+    assert len(reads) == 2 and _claims(path) == []  # nobody waits out a lease on it

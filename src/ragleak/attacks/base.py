@@ -316,9 +316,9 @@ class StreamShape(NamedTuple):
     carries_answers: bool  # a prompt holds earlier answers (a conversation's history)
     attacker_calls_per_query: float = 0.0  # the attack's own model calls per target query (estimate)
     attacker_max_tokens: int | None = None  # the decode cap of those calls; None: the stack's max_tokens
-    # prefill-only passes of the attack's own model over its prompt and a target answer (a text's
-    # token log-probabilities), per target query
-    likelihood_passes_per_query: float = 0.0
+    # prefill-only passes of the attack's own model over its prompt and one sentence of a target
+    # answer (the sentence's token log-probabilities), per answer sentence
+    likelihood_passes_per_sentence: float = 0.0
 
 
 class AttackResult(BaseModel):

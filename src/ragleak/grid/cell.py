@@ -104,7 +104,7 @@ def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None)
             cell_id=spec.cell_id, spec=spec, status="error", error=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(), model_calls=stack.model_calls, cache_hits=stack.cache_hits,
             calls_by_role=stack.calls(), timings={"total_s": round(time.perf_counter() - t0, 3)}, engine=_engine(),
-            cache_repairs=stack.cache_repairs, cache_waited=stack.cache_waited,
+            cache_repairs=stack.cache_repairs, cache_waited=stack.cache_waited, cache_takeovers=stack.cache_takeovers,
         )
     store.write(record)
     return record
@@ -182,7 +182,7 @@ def measured_record(spec: CellSpec, transcript: Transcript, context: MetricConte
         defense_state=defense.state() if defense else {},
         model_calls=stack.model_calls if stack else 0, cache_hits=stack.cache_hits if stack else 0,
         calls_by_role=stack.calls() if stack else {}, cache_repairs=stack.cache_repairs if stack else 0,
-        cache_waited=stack.cache_waited if stack else 0,
+        cache_waited=stack.cache_waited if stack else 0, cache_takeovers=stack.cache_takeovers if stack else 0,
         engine=_engine(),
     )
 

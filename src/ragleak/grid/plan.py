@@ -57,6 +57,13 @@ log = logging.getLogger(__name__)
 PROMPT_OVERHEAD_TOKENS = 100  # system prompt, template and the query, when the corpus cannot be read
 # a conversation's turn t (0-based, MULTI_TURNS per conversation) carries t earlier turns: on average
 HISTORY_TURNS = (MULTI_TURNS - 1) / 2
+# an answer sentence's length when pricing per-sentence likelihood passes (an assumption: ~20 words)
+TOKENS_PER_SENTENCE = 20 * TOKENS_PER_WORD
+
+
+def sentences(tokens: float) -> float:
+    """Sentences of an answer of ``tokens`` tokens, at least one (``TOKENS_PER_SENTENCE``)."""
+    return max(1.0, tokens / TOKENS_PER_SENTENCE)
 
 
 def stream_kind(shape: StreamShape) -> str:
@@ -110,7 +117,8 @@ class CellEstimate:
     attacker_calls: float = 0.0
     attacker_max_tokens: int | None = None  # None: the stack's max_tokens
     carries_answers: bool = False
-    likelihood_passes: float = 0.0  # the attack's prefill-only passes over an answer (model calls)
+    likelihood_passes: float = 0.0  # the attack's prefill-only passes over answer sentences, at the cap
+    likelihood_per_sentence: float = 0.0  # StreamShape.likelihood_passes_per_sentence
 
 
 class Estimator:
@@ -129,10 +137,11 @@ class Estimator:
         target = queries * (self.references if own else 1.0)
         attacker = queries * shape.attacker_calls_per_query
         sequences = queries * defense.generation_cost() if own else 0.0
-        likelihood = queries * shape.likelihood_passes_per_query
+        per_sentence = shape.likelihood_passes_per_sentence
+        likelihood = queries * per_sentence * sentences(cell.stack.decoding.max_tokens)
         return CellEstimate(cell, stream_key(cell, shape), stream_kind(shape), queries, target + attacker + likelihood,
                             target + attacker + sequences, target, sequences, attacker,
-                            shape.attacker_max_tokens, shape.carries_answers, likelihood)
+                            shape.attacker_max_tokens, shape.carries_answers, likelihood, per_sentence)
 
 
 def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
@@ -244,38 +253,42 @@ class EtaModel:
         attacker = GenerationPrice(prompt=prompt, completion=own,
                                    prompt_upper=prompt if stats is not None else frame + cap,
                                    completion_upper=attacker_cap)
-        # a likelihood pass reads the attack's prompt (no context) and a target answer, decoding nothing
-        likelihood = GenerationPrice(prompt=frame + answer, completion=0.0, prompt_upper=frame + cap,
-                                     completion_upper=0.0)
+        # an answer's likelihood passes: one per sentence, each reading the attack's prompt (no
+        # context) and that sentence, decoding nothing (priced per answer)
+        likelihood = GenerationPrice(prompt=sentences(answer) * frame + answer, completion=0.0,
+                                     prompt_upper=sentences(cap) * frame + cap, completion_upper=0.0)
         return target, attacker, likelihood
 
-    def calls(self, s: CellEstimate) -> tuple[float, float, float, float, float]:
+    def calls(self, s: CellEstimate, answer: float) -> tuple[float, float, float, float, float]:
         """(target-side, attacker) calls of stream ``s``: expected, then upper, then the expected
-        likelihood passes (the upper bound is ``s.likelihood_passes``). Expected scales by the
-        share of its budget the attack was observed to send and uses its observed attacker calls
-        per query; the upper bound is the full budget at the larger of declared and observed."""
+        answers whose sentences get likelihood passes (the upper bound: every query's). Expected
+        scales by the share of its budget the attack was observed to send and uses its observed
+        attacker calls per query; the upper bound is the full budget at the larger of declared and
+        observed. ``answer``: the expected answer length in tokens."""
         observed = self.completions.calls.get(s.cell.attack)
         target = s.target_generations + s.sequences
+        scored = s.queries if s.likelihood_per_sentence else 0.0
         if observed is None or s.queries == 0:
-            return target, s.attacker_calls, target, s.attacker_calls, s.likelihood_passes
+            return target, s.attacker_calls, target, s.attacker_calls, scored
         self._calls_used[s.cell.attack] = observed.row()
         share = min(observed.queries_share, 1.0) if observed.queries_share is not None else 1.0
         declared = s.attacker_calls / s.queries
         # the observed calls of the attack's own model include its likelihood passes
-        per_query = max(observed.attacker_per_query - s.likelihood_passes / s.queries, 0.0)
+        per_query = max(observed.attacker_per_query - s.likelihood_per_sentence * sentences(answer), 0.0)
         return (target * share, s.queries * share * per_query,
-                target, s.queries * max(declared, per_query), s.likelihood_passes * share)
+                target, s.queries * max(declared, per_query), scored * share)
 
     def __call__(self, streams: list[CellEstimate]) -> tuple[float | None, float | None, dict]:
         expected = upper = 0.0
         missing, rates = set(), {}
         self.expected_calls = 0.0
         for s in streams:
-            t_calls, a_calls, t_calls_up, a_calls_up, l_calls = self.calls(s)
+            stack = s.cell.stack
+            answer = self._completion(s.cell.attack, "target", stack.model, stack.decoding.max_tokens)
+            t_calls, a_calls, t_calls_up, a_calls_up, scored = self.calls(s, answer)
             # a voting defense's sequences are decoding work, not model calls
             self.expected_calls += t_calls * s.target_generations / max(s.target_generations + s.sequences, 1e-9) \
-                + a_calls + l_calls
-            stack = s.cell.stack
+                + a_calls + scored * s.likelihood_per_sentence * sentences(answer)
             threads = stack.n_threads or 1
             speed = stored_speed(stack.model, threads)
             if speed is None:
@@ -287,8 +300,8 @@ class EtaModel:
             t_exp, t_up = target.seconds(speed)
             a_exp, a_up = attacker.seconds(speed)
             l_exp, l_up = likelihood.seconds(speed)
-            expected += t_calls * t_exp + a_calls * a_exp + l_calls * l_exp
-            upper += t_calls_up * t_up + a_calls_up * a_up + s.likelihood_passes * l_up
+            expected += t_calls * t_exp + a_calls * a_exp + scored * s.likelihood_per_sentence * l_exp
+            upper += t_calls_up * t_up + a_calls_up * a_up + s.queries * s.likelihood_per_sentence * l_up
         basis: dict[str, Any] = {
             "rates": rates, "prompt_tokens": self._prompts,
             "completions": {"source": self.completions.source, "used": dict(sorted(self._used.items())),
@@ -297,7 +310,9 @@ class EtaModel:
             "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved), "
                        "observed share of the budget sent and attacker calls per query (declared where unobserved); "
                        "upper bound: every decode to its cap; a voting defense's sequences at a target "
-                       "generation's price; a likelihood pass at the prefill of its prompt and answer; "
+                       "generation's price; a likelihood pass per answer sentence (one per "
+                       f"{TOKENS_PER_SENTENCE:.0f} answer tokens, at least one) at the prefill of its prompt "
+                       "and that sentence; "
                        "one worker, generation time only",
         }
         if missing:

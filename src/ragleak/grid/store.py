@@ -99,6 +99,8 @@ class CellRecord(BaseModel):
     cache_repairs: int = Field(default=0, description="corrupt cache entries discarded and regenerated")
     cache_waited: int = Field(default=0, description="cache hits served after waiting on another worker's "
                                                      "in-progress generation of the same prompt (part of cache_hits)")
+    cache_takeovers: int = Field(default=0, description="in-progress claims of dead or silent workers taken over "
+                                                        "(each may have repeated a generation)")
     checksum: str | None = Field(default=None, description="SHA-256 of the stored JSON without this field")
 
 

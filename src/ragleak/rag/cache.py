@@ -395,29 +395,35 @@ class GenerationCache:
         def beat() -> None:
             try:
                 while not stop.wait(interval):
-                    if not self.renew(claim):
+                    try:
+                        renewed = self.renew(claim)
+                    except Exception as exc:  # noqa: BLE001 - a missed beat only risks a takeover;
+                        # the next one may succeed (a lock held past the busy timeout, say)
+                        log.warning("generation cache %s: heartbeat failed (%s)", self.path, exc)
+                        continue
+                    if not renewed:
                         log.warning("generation cache %s: the claim on %s was taken over while generating it",
                                     self.path, claim.key[:12])
                         return
-            except Exception as exc:  # a missed beat only risks a takeover (a repeated generation)
-                log.warning("generation cache %s: heartbeat failed (%s)", self.path, exc)
             finally:
                 self.close()  # this thread's connection
 
         thread = threading.Thread(target=beat, name="ragleak-cache-heartbeat", daemon=True)
-        thread.start()
         try:
+            thread.start()
             yield
         finally:
             stop.set()
-            thread.join()
+            if thread.is_alive():
+                thread.join()
             self.release(claim)
 
 
 T = TypeVar("T")
 
 #: Poll interval (seconds) of a process waiting on another's claim: doubling from the first to
-#: the second; short against a generation (seconds), cheap against SQLite (a read is ~10 us).
+#: the second; short against a generation (seconds). Each poll tries the claim (a short write
+#: transaction) and reads the entry, so it stays well below an owner's heartbeat and put rates.
 POLL_S = (0.02, 0.25)
 
 
@@ -515,7 +521,11 @@ class CachedGenerator:
             claim = self.cache.claim(claim_key)
             if claim is not None:
                 self.takeovers += claim.took_over
-                found = ready()
+                try:
+                    found = ready()
+                except BaseException:
+                    self.cache.release(claim)  # others must not wait out the lease on a claim nobody holds
+                    raise
                 if found is None:
                     return claim, None, waited
                 self.cache.release(claim)

@@ -263,6 +263,7 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         "cache_hit_rate": round(hits / (calls + hits), 4) if calls + hits else 0.0,
         "cache_repairs": sum(r.cache_repairs for r in records),
         "cache_waited": sum(r.cache_waited for r in records),
+        "cache_takeovers": sum(r.cache_takeovers for r in records),
         "corrupt_records": corrupt_records(run_dir),
         "dedup": {"fingerprint": "release digest (queries, outcomes, answers, retrieved ids; no timings)",
                   "cells_with_identical_release": len(releases) - len(set(releases)),

@@ -154,12 +154,13 @@ class KnowledgeAsymmetryAttack(Attack):
 
     def stream_shape(self, mode: SessionMode) -> StreamShape:
         # the standard LLM answers every query without retrieval (the refinement is adaptive) and,
-        # for the surprisal scorer or features, reads each RAG answer once more as a likelihood pass;
-        # a classifier file's features are known only once loaded: the plan assumes it needs the pass
+        # for the surprisal scorer or features, reads each sentence of a RAG answer in a likelihood
+        # pass (score_sentences); a classifier file's features are known only once it is loaded:
+        # the plan assumes it needs the passes
         likelihood = self._needs_likelihood(None) or self.params.classifier_path is not None
         return super().stream_shape(mode)._replace(
             attacker_calls_per_query=1.0, attacker_max_tokens=self.params.standard_max_tokens,
-            likelihood_passes_per_query=1.0 if likelihood else 0.0)
+            likelihood_passes_per_sentence=1.0 if likelihood else 0.0)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p: AsymmetryParams = self.params  # type: ignore[assignment]
