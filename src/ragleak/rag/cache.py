@@ -421,6 +421,10 @@ class GenerationCache:
 
 T = TypeVar("T")
 
+#: bump when the way ``continuation_logprobs`` computes a likelihood changes (batch split, context
+#: settings), so cached likelihoods of the old computation are not served
+LIKELIHOOD_VERSION = 1
+
 #: Poll interval (seconds) of a process waiting on another's claim: doubling from the first to
 #: the second; short against a generation (seconds). Each poll tries the claim (a short write
 #: transaction) and reads the entry, so it stays well below an owner's heartbeat and put rates.
@@ -593,7 +597,8 @@ class CachedGenerator:
         if self.cache is None:
             self.misses += 1
             return self.inner.continuation_logprobs(prompt, text)
-        key = digest({"model": self.model_id, "continuation_logprobs": prompt, "text": text})
+        key = digest({"model": self.model_id, "continuation_logprobs": prompt, "text": text,
+                      "v": LIKELIHOOD_VERSION})
         hit = self._read(key)
         if hit is not None:
             self.hits += 1

@@ -231,17 +231,17 @@ class LlamaCppGenerator:
         )
 
     def _prefill_by_message(self, prompt: str, tokens: list[int]) -> list[int]:
-        """The prefix-reuse mode's prefill of every message but the last: one ``eval`` per
-        complete message, starting after the longest run of messages whose KV state the context
-        already holds from the previous call of this mode. The last message and the opened
-        assistant turn are left to ``create_completion``, which finds the evaluated prefix and
-        prefills the rest in one call. Each chunk's boundaries are a function of the prompt, and
+        """The prefix-reuse mode's prefill of every complete message: one ``eval`` per message,
+        starting after the longest run of messages whose KV state the context already holds from
+        the previous call of this mode. What follows the last complete message (the opened
+        assistant turn of a rendered prompt) is left to ``create_completion``, which finds the
+        evaluated prefix and prefills the rest. Each chunk's boundaries are a function of the prompt, and
         a chunk's KV values depend only on the chunks before it, so a reused state is the state a
         cold prefill of the same prompt builds: the text does not depend on what ran before.
         Returns the chunk boundaries (token offsets)."""
         bounds = []
         for end in message_ends(prompt):
-            if end >= len(prompt):
+            if end >= len(prompt):  # a raw prompt ending on a message: its last chunk is the completion's
                 break
             head = self.tokenize(prompt[:end])
             # a boundary only where the prefix tokenizes as the start of the whole prompt

@@ -248,6 +248,9 @@ def test_a_keyword_run_whose_feedback_stalls_still_spends_its_budget_within_its_
     assert len(reserve) == len(FACETS) * len(keywords) == len(set(reserve))  # every facet within every keyword
     assert {q.rsplit(" in ", 1)[1].rstrip(".") for q in reserve[:len(keywords)]} == set(keywords)
     assert facet_queries([]) == [make_q1([f]) for f in FACETS]
+    for k in (len(FACETS) + 1, 2 * (len(FACETS) + 1), 5):  # any number of keywords, a multiple of F + 1 too
+        many = [f"topic{j}" for j in range(k)]
+        assert len(set(facet_queries(many))) == len(FACETS) * k
     stack = scripted_stack()
     target = PipelineTarget(stack.pipeline(stack.index(FACTS)))
     # cosine scorer against a plain LLM that says nothing: each answer is flagged, but a budget of

@@ -109,14 +109,15 @@ def facet_queries(keywords: list[str]) -> list[str]:
     few already cover every keyword."""
     if not keywords:
         return [make_q1([facet]) for facet in FACETS]
-    n = len(FACETS) * len(keywords)
-    return list(dict.fromkeys(make_q1([f"{FACETS[i % len(FACETS)]} in {keywords[(i + i // len(FACETS)) % len(keywords)]}"])
-                              for i in range(n)))
+    # round q pairs facet f with keyword f + q: over len(keywords) rounds every pair comes once
+    f, k = len(FACETS), len(keywords)
+    return list(dict.fromkeys(make_q1([f"{FACETS[i % f]} in {keywords[(i % f + i // f) % k]}"])
+                              for i in range(f * k)))
 
 
 class KnowledgeAsymmetryAttack(Attack):
     name: ClassVar[str] = "asymmetry"
-    version: ClassVar[str] = "3"
+    version: ClassVar[str] = "4"
     threat_model: ClassVar = "black-box"
     default_budget: ClassVar[int] = 30
     description: ClassVar[str] = "Knowledge asymmetry (Chen et al., ICLR 2026): RAG vs plain-LLM sentence attribution"
