@@ -323,3 +323,13 @@ def test_completion_runs_past_its_limit_inside_a_utf8_character():
 def test_completion_drops_the_leading_space_of_a_bos_start_only():
     assert _text([9, 1, 0], pieces={9: b" hi"}, bos=9).text == "hi<1>"
     assert _text([1, 9, 0], pieces={9: b" hi"}, bos=9).text == "<1> hi"
+
+
+@pytest.mark.parametrize("params", [DecodingParams(), B4])
+def test_an_unreadable_cache_fails_the_whole_call_not_one_query(tmp_path, monkeypatch, params):
+    from ragleak.errors import CacheCorruptError
+
+    gen = CachedGenerator(ScriptedGenerator(_reverse, model_id="m"), GenerationCache(tmp_path / "c.sqlite"))
+    monkeypatch.setattr(gen, "_read", lambda key: (_ for _ in ()).throw(CacheCorruptError("unreadable")))
+    with pytest.raises(CacheCorruptError):
+        gen.generate_many([_msgs("a"), _msgs("b")], params)

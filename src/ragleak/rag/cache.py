@@ -560,8 +560,12 @@ class CachedGenerator:
 
     @staticmethod
     def _try(call) -> GenerationResult:
+        """A prompt's own failure as its entry; an unreadable cache fails the whole call, as it
+        does in ``generate`` (it is not one query's failure)."""
         try:
             return call()
+        except CacheCorruptError:
+            raise
         except RagleakError as exc:
             return exc
 
