@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -54,14 +55,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--stream-only", action="store_true",
+                    help="skip the old scheduler's run; measure 2 workers, 1 worker, 2 workers again (load drift)")
     args = ap.parse_args()
     grid = config(args.budget, args.max_tokens)
     plan = plan_summary(grid)
-    runs = [measure(grid, workers, order) for workers, order in ((2, "grid"), (2, "stream"), (1, "stream"))]
+    order = ((2, "stream"), (1, "stream"), (2, "stream")) if args.stream_only else \
+        ((2, "grid"), (2, "stream"), (1, "stream"))
+    runs = [measure(grid, workers, how) for workers, how in order]
+    one = [r["wall_s"] for r in runs if r["workers"] == 1]
+    two = [r["wall_s"] for r in runs if r["workers"] == 2 and r["order"] == "stream"]
+    speedup = round(min(one) / max(two), 3) if one and two else None
     report = {
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
         "args": vars(args), "streams": plan["distinct_generation_streams"],
         "plan_model_calls_upper": plan["model_calls"], "runs": runs,
+        "speedup_2_over_1_worst": speedup, "target": "2 local workers >= 1.8x one worker (issue 18)",
+        "loadavg_end": list(os.getloadavg()),
         "note": "plan_model_calls_upper counts each stream's queries; streams of different seeds may still "
                 "share a prompt (the same pool item), so the real lower bound is the single-worker count",
     }
