@@ -273,6 +273,9 @@ def test_the_prefix_reuse_mode_prices_only_what_a_turn_does_not_share(rates, tmp
         prompt = counted.prompt - counted.system_tokens + history * (QUERY_WORDS * TOKENS_PER_WORD + 20)
         plan = plan_summary(config, completions=table(ps=[20]), tokens=count)
         assert plan["eta_s"] == round(3 * (prompt / PREFILL + 20 / DECODE))
+        # the upper bound reuses nothing
+        one_shot = GridConfig(attacks=["ps"], defenses=["none"], modes=[mode], budget=3, **CORPUS)
+        assert plan["eta_upper_s"] == plan_summary(one_shot, completions=table(ps=[20]), tokens=count)["eta_upper_s"]
 
 
 def test_a_likelihood_pass_is_a_model_call_priced_at_its_prefill(rates, tmp_path):

@@ -237,14 +237,16 @@ class EtaModel:
             query = QUERY_WORDS * TOKENS_PER_WORD  # an earlier question in the history
         answer = self._completion(cell.attack, "target", stack.model, cap)
         history = HISTORY_TURNS if s.carries_answers else 0.0
+        prompt_upper = base + history * (query + cap)
         if stack.decoding.reuse_prefix:
             # the prefix-reuse mode keeps the system message's state from the call before, and a
             # conversation's history but its last exchange: a turn after the first prefills that
-            # exchange, its own message and the context (in a conversation of MULTI_TURNS)
+            # exchange, its own message and the context (in a conversation of MULTI_TURNS). The
+            # upper bound reuses nothing (a worker's first call, or another role's call between)
             history = (1 - 1 / MULTI_TURNS) if s.carries_answers else 0.0
             base -= counted.system_tokens if counted is not None else 0
         target = GenerationPrice(prompt=base + history * (query + answer), completion=answer,
-                                 prompt_upper=base + history * (query + cap), completion_upper=cap)
+                                 prompt_upper=prompt_upper, completion_upper=cap)
         attacker_cap = s.attacker_max_tokens or cap
         stats = self.completions.get(cell.attack, "attacker", stack.model) if s.attacker_calls else None
         own = self._completion(cell.attack, "attacker", stack.model, attacker_cap) if s.attacker_calls else 0.0
