@@ -13,8 +13,8 @@ The shipped table of 2026-12-04 was made with ``--observe-only`` on this grid st
 IKEA and RAG-Thief cells (a shared machine at load 12 decoded ~0.1 tokens/s), plus the finished
 cells of two reproduction runs then in progress (PS on synthetic-corp and synthetic-email under
 the paper's six defenses, budget 10; the canary protocol on synthetic-email). MI, PM and DEAL
-have no row there: the plan prices them at their caps and says so. ``--keep-shipped`` adds a
-run's observations to the shipped table (rows it does not observe stay as they were): the MI rows
+have no row there: the plan prices them at their caps and says so. ``--keep-shipped`` merges a
+run's observations into the shipped table by the same rule as runs (most observations win): the MI rows
 of 2026-12-05 come from the Table II MI run at the paper's budget (docs/results/mind-the-hook).
 """
 
@@ -54,19 +54,24 @@ def named(table: CompletionTable, run_dir: Path) -> CompletionTable:
     return CompletionTable(table.rows, f"grid run {name!r}", table.unattributed, table.calls)
 
 
-def merge(tables: list[CompletionTable]) -> dict:
-    """One table: per key, the table with the most observations wins (medians do not add up)."""
+def merge(tables: list[CompletionTable], shipped: dict | None = None) -> dict:
+    """One table: per key, the table with the most observations wins (medians do not add up).
+    ``shipped`` (the table as shipped, its rows already naming where they come from) competes
+    after ``tables``, so a run wins a tie."""
+    rows = [{**row, "from": t.source} for t in tables for row in t.to_json()["rows"]]
+    calls_rows = [{**row, "from": t.source} for t in tables for row in t.to_json()["calls"]]
+    if shipped is not None:
+        rows += shipped["rows"]
+        calls_rows += shipped["calls"]
     best: dict[tuple, dict] = {}
-    for table in tables:
-        for row in table.to_json()["rows"]:
-            key = (row["attack"], row["role"], row["model"])
-            if key not in best or row["n"] > best[key]["n"]:
-                best[key] = {**row, "from": table.source}
+    for row in rows:
+        key = (row["attack"], row["role"], row["model"])
+        if key not in best or row["n"] > best[key]["n"]:
+            best[key] = row
     calls: dict[str, dict] = {}
-    for table in tables:
-        for row in table.to_json()["calls"]:
-            if row["attack"] not in calls or row["cells"] > calls[row["attack"]]["cells"]:
-                calls[row["attack"]] = {**row, "from": table.source}
+    for row in calls_rows:
+        if row["attack"] not in calls or row["cells"] > calls[row["attack"]]["cells"]:
+            calls[row["attack"]] = row
     return {"rows": sorted(best.values(), key=lambda r: (r["model"], r["attack"], r["role"])),
             "calls": [calls[a] for a in sorted(calls)]}
 
@@ -79,23 +84,15 @@ def main() -> None:
     ap.add_argument("--observe-only", action="store_true",
                     help="read --run-dir as it is (a run stopped early: its finished cells) instead of running it")
     ap.add_argument("--keep-shipped", action="store_true",
-                    help="keep the shipped table's rows for what these runs did not observe (their runs may be gone)")
+                    help="merge with the shipped table (its runs may be gone): per key the most observations win")
     args = ap.parse_args()
     shipped = json.loads(OUT.read_text(encoding="utf-8")) if args.keep_shipped and OUT.exists() else None
     t0 = time.perf_counter()
     state = None if args.observe_only else run_grid(config(args.budget), args.run_dir, workers=1)
     wall = time.perf_counter() - t0
     tables = [named(observe(d), d) for d in [args.run_dir, *args.also]]
-    merged = merge(tables)
-    kept = ""
-    if shipped is not None:
-        have = {(r["attack"], r["role"], r["model"]) for r in merged["rows"]}
-        old_rows = [r for r in shipped["rows"] if (r["attack"], r["role"], r["model"]) not in have]
-        have_calls = {r["attack"] for r in merged["calls"]}
-        old_calls = [r for r in shipped["calls"] if r["attack"] not in have_calls]
-        merged = {"rows": sorted(merged["rows"] + old_rows, key=lambda r: (r["model"], r["attack"], r["role"])),
-                  "calls": sorted(merged["calls"] + old_calls, key=lambda r: r["attack"])}
-        kept = f"; other rows kept from the table then shipped ({shipped['source']})"
+    merged = merge(tables, shipped)
+    kept = "" if shipped is None else f"; merged with the table then shipped ({shipped['source']})"
     counts = defaultdict(int)
     for row in merged["rows"]:
         counts[row["role"]] += row["n"]

@@ -224,8 +224,9 @@ class EtaModel:
                              "at_cap": stats.at_cap}
         return min(stats.completion_mean, float(cap))
 
-    def prices(self, s: CellEstimate) -> tuple[GenerationPrice, GenerationPrice, GenerationPrice]:
-        """(a target generation, an attacker call, a likelihood pass) of stream ``s``."""
+    def prices(self, s: CellEstimate, answer: float) -> tuple[GenerationPrice, GenerationPrice, GenerationPrice]:
+        """(a target generation, an attacker call, an answer's likelihood passes) of stream ``s``
+        whose target answers are expected ``answer`` tokens long (``_completion``)."""
         cell, stack = s.cell, s.cell.stack
         cap = stack.decoding.max_tokens
         counted = self._prompt_tokens(cell)
@@ -235,7 +236,6 @@ class EtaModel:
         else:
             base, frame = counted.prompt, float(counted.frame_tokens)
             query = QUERY_WORDS * TOKENS_PER_WORD  # an earlier question in the history
-        answer = self._completion(cell.attack, "target", stack.model, cap)
         history = HISTORY_TURNS if s.carries_answers else 0.0
         prompt_upper = base + history * (query + cap)
         if stack.decoding.reuse_prefix:
@@ -298,7 +298,7 @@ class EtaModel:
                 continue
             rates[f"{stack.model}@{threads}"] = {k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m")
                                                  if k in speed}
-            target, attacker, likelihood = self.prices(s)
+            target, attacker, likelihood = self.prices(s, answer)
             t_exp, t_up = target.seconds(speed)
             a_exp, a_up = attacker.seconds(speed)
             l_exp, l_up = likelihood.seconds(speed)

@@ -235,9 +235,10 @@ class LlamaCppGenerator:
         starting after the longest run of messages whose KV state the context already holds from
         the previous call of this mode. What follows the last complete message (the opened
         assistant turn of a rendered prompt) is left to ``create_completion``, which finds the
-        evaluated prefix and prefills the rest. Each chunk's boundaries are a function of the prompt, and
-        a chunk's KV values depend only on the chunks before it, so a reused state is the state a
-        cold prefill of the same prompt builds: the text does not depend on what ran before.
+        evaluated prefix and prefills the rest. Each chunk's boundaries are a function of the
+        prompt, and a chunk's KV values depend only on the chunks before it, so a reused state is
+        the state a cold prefill of the same prompt builds: the text does not depend on what ran
+        before.
         Returns the chunk boundaries (token offsets)."""
         bounds = []
         for end in message_ends(prompt):
