@@ -127,6 +127,34 @@ def test_attacker_calls_are_priced_at_the_attacks_decode_cap(rates, tmp_path):
     assert plan["eta_upper_s"] == round(2 * target_up + 4 * (200 / PREFILL + 64 / DECODE))
 
 
+def test_the_eta_is_broken_down_by_attack_and_into_prefill_and_decoding(rates, tmp_path):
+    config = GridConfig(attacks=["ps", "ikea"], defenses=["none"], budget=2,
+                        attack_params={"ikea": {"llm_max_tokens": 64}}, **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    prompt = prompt_of(config, count)
+    frame = count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack).frame_tokens
+    plan = plan_summary(config, completions=table(ps=[20], ikea=[30]), tokens=count)
+    by_attack = plan["eta_basis"]["by_attack"]
+    ps = 2 * (prompt / PREFILL + 20 / DECODE)
+    ikea = 2 * (prompt / PREFILL + 30 / DECODE) + 4 * ((frame + 30) / PREFILL + 64 / DECODE)
+    assert by_attack == {"ikea": {"expected_s": round(ikea), "upper_s": round(
+                             2 * (prompt / PREFILL + 256 / DECODE) + 4 * ((frame + 256) / PREFILL + 64 / DECODE))},
+                         "ps": {"expected_s": round(ps), "upper_s": round(2 * (prompt / PREFILL + 256 / DECODE))}}
+    assert list(by_attack) == ["ikea", "ps"]  # the costliest first
+    split = plan["eta_basis"]["expected_split_s"]
+    assert split == {"prefill": round((4 * prompt + 4 * (frame + 30)) / PREFILL),
+                     "decode": round((2 * 20 + 2 * 30 + 4 * 64) / DECODE)}
+    assert abs(split["prefill"] + split["decode"] - plan["eta_s"]) <= 1
+
+
+def test_without_rates_there_is_no_breakdown(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path / "home"))
+    config = GridConfig(attacks=["ps"], defenses=["none"], budget=2, **CORPUS)
+    plan = plan_summary(config, completions=table(ps=[20]), tokens=PromptTokenCounter(tmp_path / "t.json", count=words))
+    assert plan["eta_s"] is None
+    assert "by_attack" not in plan["eta_basis"] and "expected_split_s" not in plan["eta_basis"]
+
+
 def test_a_voting_defense_pays_each_of_its_sequences(rates, tmp_path):
     config = GridConfig(attacks=["ps"], defenses=["private-rag"], budget=3, audit="off",
                         defense_params={"private-rag": {"voters": 4}}, **CORPUS)
@@ -220,6 +248,7 @@ def test_the_cli_dry_run_prints_the_expected_eta_and_the_upper_bound(rates, tmp_
     result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "(expected), <=" in result.output and "(upper bound at max_tokens)" in result.output
+    assert "by attack: ps ~" in result.output and "prompt prefill" in result.output
     run, model_id = make_run(tmp_path, {"ps": {}})
     cache = GenerationCache(run / "generations.sqlite")
     put(cache, model_id, "prompt of ps", 256, 7)

@@ -97,6 +97,12 @@ def grid_command(
                 basis = plan["eta_basis"]
                 console.print(f"  at {basis['rates']}; prompts {basis['prompt_tokens']}; answer lengths "
                               f"{basis['completions']['source']}", highlight=False)
+                attacks = ", ".join(f"{a} ~{duration(t['expected_s'])} (<= {duration(t['upper_s'])})"
+                                    for a, t in basis["by_attack"].items())
+                split = basis["expected_split_s"]
+                share = split["prefill"] / max(split["prefill"] + split["decode"], 1)
+                console.print(f"  by attack: {attacks}; expected time {share:.0%} prompt prefill, "
+                              f"{1 - share:.0%} decoding", highlight=False)
                 if basis["completions"]["unobserved_at_cap"]:
                     console.print(f"  no observed answer length (priced at the cap): "
                                   f"{', '.join(basis['completions']['unobserved_at_cap'])}", highlight=False)

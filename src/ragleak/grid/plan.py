@@ -190,6 +190,10 @@ class GenerationPrice:
         return (self.prompt / prefill + self.completion / decode,
                 self.prompt_upper / prefill + self.completion_upper / decode)
 
+    def expected_split(self, speed: dict) -> tuple[float, float]:
+        """Expected seconds of (prefill, decode)."""
+        return self.prompt / speed["prefill_tok_s"], self.completion / speed["decode_tok_s"]
+
 
 class EtaModel:
     """Seconds on one worker for a plan's streams (see the module docstring)."""
@@ -284,6 +288,9 @@ class EtaModel:
         expected = upper = 0.0
         missing, rates = set(), {}
         self.expected_calls = 0.0
+        # where the time goes: per attack (expected, upper) and the expected prefill/decode split
+        by_attack: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        split = [0.0, 0.0]
         for s in streams:
             stack = s.cell.stack
             answer = self._completion(s.cell.attack, "target", stack.model, stack.decoding.max_tokens)
@@ -302,8 +309,17 @@ class EtaModel:
             t_exp, t_up = target.seconds(speed)
             a_exp, a_up = attacker.seconds(speed)
             l_exp, l_up = likelihood.seconds(speed)
-            expected += t_calls * t_exp + a_calls * a_exp + scored * s.likelihood_per_sentence * l_exp
-            upper += t_calls_up * t_up + a_calls_up * a_up + s.queries * s.likelihood_per_sentence * l_up
+            passes = scored * s.likelihood_per_sentence
+            stream_expected = t_calls * t_exp + a_calls * a_exp + passes * l_exp
+            stream_upper = t_calls_up * t_up + a_calls_up * a_up + s.queries * s.likelihood_per_sentence * l_up
+            expected += stream_expected
+            upper += stream_upper
+            by_attack[s.cell.attack][0] += stream_expected
+            by_attack[s.cell.attack][1] += stream_upper
+            for price, count in ((target, t_calls), (attacker, a_calls), (likelihood, passes)):
+                prefill_s, decode_s = price.expected_split(speed)
+                split[0] += count * prefill_s
+                split[1] += count * decode_s
         basis: dict[str, Any] = {
             "rates": rates, "prompt_tokens": self._prompts,
             "completions": {"source": self.completions.source, "used": dict(sorted(self._used.items())),
@@ -317,6 +333,10 @@ class EtaModel:
                        "and that sentence; "
                        "one worker, generation time only",
         }
+        if not missing:
+            basis["by_attack"] = {a: {"expected_s": round(e), "upper_s": round(u)}
+                                  for a, (e, u) in sorted(by_attack.items(), key=lambda kv: -kv[1][0])}
+            basis["expected_split_s"] = {"prefill": round(split[0]), "decode": round(split[1])}
         if missing:
             basis["missing"] = sorted(missing)
             basis["hint"] = "measure this machine's rates with `ragleak models --bench` (threads 1 for grid workers)"
