@@ -12,10 +12,13 @@ model, one thread, small budgets) on synthetic-email, then reads its generation 
 The shipped table of 2026-12-04 was made with ``--observe-only`` on this grid stopped after its
 IKEA and RAG-Thief cells (a shared machine at load 12 decoded ~0.1 tokens/s), plus the finished
 cells of two reproduction runs then in progress (PS on synthetic-corp and synthetic-email under
-the paper's six defenses, budget 10; the canary protocol on synthetic-email). MI, PM and DEAL
-have no row there: the plan prices them at their caps and says so. ``--keep-shipped`` merges a
-run's observations into the shipped table by the same rule as runs (most observations win): the MI rows
-of 2026-12-05 come from the Table II MI run at the paper's budget (docs/results/mind-the-hook).
+the paper's six defenses, budget 10; the canary protocol on synthetic-email). ``--keep-shipped``
+merges a run's observations into the shipped table by the same rule as runs (most observations
+win): the MI rows of 2026-12-05 come from the Table II MI run at the paper's budget
+(docs/results/mind-the-hook), and the DEAL, PM and IKEA rows from this grid run whole at
+``--budget 8`` the same day (6 cells, 54 model calls, 590 s on one core). RAG-Thief's rows still
+rest on 3 target and 1 attacker generation: its queries repeat, so most of its calls were cache
+hits.
 """
 
 from __future__ import annotations
