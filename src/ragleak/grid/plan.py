@@ -185,14 +185,14 @@ class GenerationPrice:
     prompt_upper: float
     completion_upper: float
 
-    def seconds(self, speed: dict) -> tuple[float, float]:
-        prefill, decode = speed["prefill_tok_s"], speed["decode_tok_s"]
-        return (self.prompt / prefill + self.completion / decode,
-                self.prompt_upper / prefill + self.completion_upper / decode)
-
     def expected_split(self, speed: dict) -> tuple[float, float]:
         """Expected seconds of (prefill, decode)."""
         return self.prompt / speed["prefill_tok_s"], self.completion / speed["decode_tok_s"]
+
+    def seconds(self, speed: dict) -> tuple[float, float]:
+        """(expected, upper) seconds."""
+        return (sum(self.expected_split(speed)),
+                self.prompt_upper / speed["prefill_tok_s"] + self.completion_upper / speed["decode_tok_s"])
 
 
 class EtaModel:
@@ -333,12 +333,11 @@ class EtaModel:
                        "and that sentence; "
                        "one worker, generation time only",
         }
-        if not missing:
-            basis["by_attack"] = {a: {"expected_s": round(e), "upper_s": round(u)}
-                                  for a, (e, u) in sorted(by_attack.items(), key=lambda kv: -kv[1][0])}
-            basis["expected_split_s"] = {"prefill": round(split[0]), "decode": round(split[1])}
         if missing:
             basis["missing"] = sorted(missing)
             basis["hint"] = "measure this machine's rates with `ragleak models --bench` (threads 1 for grid workers)"
             return None, None, basis
+        basis["by_attack"] = {a: {"expected_s": round(e), "upper_s": round(u)}
+                              for a, (e, u) in sorted(by_attack.items(), key=lambda kv: -kv[1][0])}
+        basis["expected_split_s"] = {"prefill": round(split[0]), "decode": round(split[1])}
         return round(expected), round(upper), basis
