@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,6 +84,42 @@ def test_gaussian_pld_matches_the_exact_gdp_value():
     # T=100 Gaussian, noise multiplier 5: mu = sqrt(T)/sigma = 2, eps(1e-5) = 9.9973 (the exact mu-GDP curve, Dong, Roth, Su 2019, arXiv 1905.02383)
     g = Guarantee(scope=PerResponse(eps_q=1.0, delta_q=0.0, mechanism="gaussian", noise_multiplier=5.0))
     assert epsilon_after(g, 100, method="pld", delta=1e-5).eps == pytest.approx(9.9973, abs=0.01)
+
+
+def exact_pure_dp_composition(eps_q: float, t: int, delta: float) -> float:
+    """eps(delta) of t compositions of eps_q-randomised response, exactly (Kairouz, Oh, Viswanath 2015,
+    arXiv 1311.0776): the loss is eps_q (t - 2k) with k ~ Binomial(t, 1 / (1 + e^eps_q)), summed in logs."""
+    from scipy.optimize import brentq
+    from scipy.stats import binom
+
+    k = np.arange(t + 1)
+    log_p = binom.logpmf(k, t, 1.0 / (1.0 + math.exp(eps_q)))
+    loss = eps_q * (t - 2 * k)
+
+    def excess(e: float) -> float:  # hockey-stick divergence at e, minus delta
+        over = loss > e
+        return float(np.sum(np.exp(log_p[over]) * -np.expm1(e - loss[over]))) - delta
+
+    return 0.0 if excess(0.0) <= 0 else brentq(excess, 0.0, t * eps_q, xtol=1e-9)
+
+
+@settings(max_examples=20, deadline=None)
+@given(eps=st.floats(min_value=0.5, max_value=3.0), t=st.integers(min_value=1, max_value=320))
+def test_pld_is_finite_and_exact_for_large_composed_losses(eps, t):
+    # dp-accounting's own search returned inf at T=277, eps_q=2.625 (its running mass underflows
+    # past a loss of ~708) and 735 at T=286; the pessimistic PLD must sit just above the exact value
+    g = Guarantee(scope=PerResponse(eps_q=eps))
+    pld = epsilon_after(g, t, method="pld")
+    exact = exact_pure_dp_composition(eps, t, 1e-6)
+    assert math.isfinite(pld.eps) and pld.method == "pld"
+    assert exact - 1e-6 <= pld.eps <= exact + t * eps / 1000 + 1e-6  # discretisation: eps_q/1000 per step
+
+
+def test_pld_at_the_overflow_point_that_was_inf():
+    g = Guarantee(scope=PerResponse(eps_q=2.625))
+    values = [epsilon_after(g, t, method="pld").eps for t in (276, 277, 278, 286)]
+    assert values == sorted(values) and values[1] < 277 * 2.625
+    assert values[1] == pytest.approx(exact_pure_dp_composition(2.625, 277, 1e-6), abs=0.3)
 
 
 def test_budget_caps_the_number_of_composed_queries():

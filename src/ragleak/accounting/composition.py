@@ -9,7 +9,9 @@ Scopes (``guarantee.py``):
     (Google dp-accounting, pessimistic discretisation): exact for Laplace and Gaussian noise
     given their noise multiplier; for a generic (eps_q, delta_q) mechanism the PLD of its
     worst case (a randomised response with those parameters), which is the optimal composition
-    theorem of Kairouz-Oh-Viswanath computed numerically.
+    theorem of Kairouz-Oh-Viswanath computed numerically. Epsilon is read off the composed PLD in
+    log space (``stable_epsilon_for_delta``): dp-accounting's own search returns inf once the
+    answer passes ~708 (a subnormal float).
   - ``rdp``: Renyi DP summed per order and converted (Mironov 2017); pure eps-DP enters as
     eps(alpha) = min{eps, alpha eps^2 / 2, log[(sinh(alpha eps) - sinh((alpha-1) eps)) / sinh(eps)] / (alpha-1)}.
   - ``tight`` (the default): the smaller of ``pld`` and ``basic`` - both hold, so the minimum does
@@ -70,7 +72,8 @@ class Epsilon(BaseModel):
     method: str
     queries: int
     void: bool = False
-    reason: str = ""
+    reason: str = ""  # why the claim is void
+    note: str = ""  # how the number was computed when not by ``method`` alone (an accountant's fallback)
 
 
 def boundary_check(guarantee: Guarantee, shown: Boundary | None) -> str:
@@ -174,6 +177,10 @@ def _per_response(scope: PerResponse, queries: int, m: int, method: Method, delt
         eps = rdp_epsilon(scope.mechanism, eps_q, delta_q, noise, t, target)
         return Epsilon(eps=eps, delta=target, method="rdp", queries=queries)
     eps = pld_epsilon(scope.mechanism, eps_q, delta_q, noise, t, target)
+    if not math.isfinite(eps):  # more mass on an infinite loss than delta: basic composition still holds
+        return basic.model_copy(update={"method": f"{method} -> basic",
+                                        "note": f"the PLD gives no finite epsilon at delta={target:g} "
+                                                f"after T={t}; basic composition reported"})
     if method == "pld":
         return Epsilon(eps=eps, delta=target, method="pld", queries=queries)
     if basic.eps <= eps + 1e-3:  # basic also has the smaller delta: prefer it unless PLD really helps
@@ -183,22 +190,48 @@ def _per_response(scope: PerResponse, queries: int, m: int, method: Method, delt
 
 @lru_cache(maxsize=4096)
 def pld_epsilon(mechanism: str, eps_q: float, delta_q: float, noise: float | None, t: int, delta: float) -> float:
-    """eps at ``delta`` after t self-compositions, by dp-accounting's PLD accountant."""
-    from dp_accounting import dp_event, pld
-    from dp_accounting.pld import common, privacy_loss_distribution
+    """eps at ``delta`` after t self-compositions of the mechanism's privacy-loss distribution
+    (dp-accounting's PLD, pessimistic discretisation), read off by ``stable_epsilon_for_delta``."""
+    from dp_accounting.pld import common, privacy_loss_distribution as pld
 
-    if noise is not None:
-        event = dp_event.LaplaceDpEvent(noise) if mechanism == "laplace" else dp_event.GaussianDpEvent(noise)
-        accountant = pld.PLDAccountant()
-        accountant.compose(event, t)
-        return float(accountant.get_epsilon(delta))
-    interval = max(1e-4, eps_q / 1000)
-    single = privacy_loss_distribution.from_privacy_parameters(
-        common.DifferentialPrivacyParameters(eps_q, delta_q), value_discretization_interval=interval)
-    # dp-accounting's search divides by masses that underflow for large composed losses; the
-    # overflow only rules those losses out (the caller keeps basic composition when it is lower)
-    with np.errstate(over="ignore", divide="ignore"):
-        return float(single.self_compose(t).get_epsilon_for_delta(delta))
+    if noise is not None:  # as dp-accounting's PLDAccountant composes these events
+        composed = (pld.from_laplace_mechanism(noise, value_discretization_interval=1e-4).self_compose(t)
+                    if mechanism == "laplace" else
+                    pld.from_gaussian_mechanism(noise / math.sqrt(t), value_discretization_interval=1e-4))
+    else:
+        interval = max(1e-4, eps_q / 1000)
+        composed = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(eps_q, delta_q),
+                                               value_discretization_interval=interval).self_compose(t)
+    pmfs = [composed._pmf_remove] if composed._symmetric else [composed._pmf_remove, composed._pmf_add]
+    return max(stable_epsilon_for_delta(p.to_dense_pmf(), delta) for p in pmfs)
+
+
+def stable_epsilon_for_delta(pmf, delta: float) -> float:
+    """The smallest eps whose hockey-stick divergence of a dense privacy-loss pmf is <= delta.
+
+    The search of dp-accounting 0.6 (``_get_epsilon_for_delta``): walk the losses from the
+    largest down, adding each one's mass to M_up and mass * e^-loss to M_low, and stop once
+    log((M_up - delta) / M_low) reaches the next loss. It keeps M_low as a float, which becomes
+    subnormal for losses above ~708 and turns the ratio into inf: an infinite epsilon for a
+    mechanism whose true epsilon is finite (e.g. T=280 compositions of 2.625-DP). The same walk
+    with M_low kept as a logarithm, vectorised."""
+    if pmf._infinity_mass > delta:
+        return math.inf
+    # the FFT composition leaves rounding noise of ~1e-18 as negative masses; they are zeros
+    probs = np.clip(np.flip(np.asarray(pmf._probs, dtype=float)), 0.0, None)
+    losses = (pmf._lower_loss + len(probs) - 1 - np.arange(len(probs))) * pmf._discretization
+    with np.errstate(divide="ignore"):  # log(0) = -inf for empty buckets is what the sums need
+        log_weighted = np.log(probs) - losses
+    # state before item k: M_up[k] (infinity mass + the k largest losses' mass) and log M_low[k]
+    upper = pmf._infinity_mass + np.concatenate(([0.0], np.cumsum(probs)))
+    log_lower = np.concatenate(([-math.inf], np.logaddexp.accumulate(log_weighted)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        candidate = np.log(np.maximum(upper - delta, 0.0)) - log_lower
+    stop = (upper[:-1] > delta) & np.isfinite(log_lower[:-1]) & (candidate[:-1] >= losses)
+    k = int(np.argmax(stop)) if stop.any() else len(probs)
+    if upper[k] - delta <= 0.0 or math.log(upper[k] - delta) <= log_lower[k]:
+        return 0.0
+    return float(candidate[k])
 
 
 def pure_dp_rdp(eps: float, orders: tuple[float, ...] = RDP_ORDERS) -> np.ndarray:
