@@ -77,7 +77,7 @@ def test_eta_uses_the_stored_rates_and_says_when_it_has_none(tmp_path, monkeypat
     assert plan["eta_s"] == plan["eta_upper_s"] == round(3 * (prompt / 100 + 25.6))
 
 
-def test_the_cli_dry_run_takes_the_audit_options_and_checks_them(tmp_path):
+def test_the_cli_dry_run_takes_the_audit_options_and_checks_them(tmp_path, monkeypatch):
     import json
 
     from typer.testing import CliRunner
@@ -87,8 +87,11 @@ def test_the_cli_dry_run_takes_the_audit_options_and_checks_them(tmp_path):
     grid = tmp_path / "grid.yaml"
     grid.write_text("attacks: [ps]\ndefenses: [none, private-rag]\ncorpora: [synthetic-corp]\nbudget: 3\n"
                     "corpus_params: {synthetic-corp: {n_docs: 12}}\n")
+    # a machine with no stored token rates (CI's fresh home) would measure the model here:
+    # --no-measure keeps this a logic test (the measuring dry run has its own model test)
+    monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path / "home"))
     runner = CliRunner()
-    result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run", "--json", "--audit", "off"])
+    result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run", "--json", "--audit", "off", "--no-measure"])
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
     assert plan["audit"] == {"mode": "off", "fraction": 0.1} and plan["model_calls"] == 3

@@ -81,12 +81,15 @@ def test_continuation_logprobs_agree_with_the_next_token_distribution_and_see_un
     scored = inner.continuation_logprobs(prompt, "The foundry was founded in the north.")
     assert scored and all(lp <= 0 for _, lp in scored)
     assert "".join(piece for piece, _ in scored) == "The foundry was founded in the north."
-    first = inner.llm.tokenize(scored[0][0].encode(), add_bos=False, special=True)[0]
-    # the same position's distribution (one token off would be far off): not bit-equal, since the
-    # generator's context computes the last layer for its final token only (another matmul shape)
-    assert np.isclose(scored[0][1], inner.next_token_logprobs(prompt)[first], atol=0.1)
-    second = inner.llm.tokenize(scored[1][0].encode(), add_bos=False, special=True)[0]
-    assert np.isclose(scored[1][1], inner.next_token_logprobs(prompt + scored[0][0])[second], atol=0.1)
+    ids = [inner.llm.tokenize(piece.encode(), add_bos=False, special=True)[0] for piece, _ in scored]
+    # each position agrees with the next-token distribution after the same prefix, while the same
+    # scores read one row off (the bug this guards against) are many nats away. Not bit-equal in
+    # general: the two contexts batch the prompt differently and a quantized model's logits move
+    # with the matmul shape (measured: 0.12 nats after the 91-token prompt, bit-equal after 92)
+    for j in range(3):
+        dist = inner.next_token_logprobs(prompt + "".join(piece for piece, _ in scored[:j]))
+        assert np.isclose(scored[j][1], dist[ids[j]], atol=0.3)
+        assert abs(scored[j + 1][1] - dist[ids[j + 1]]) > 3
     # invented syllables cost the model more than a plain sentence of the same length
     plain = inner.continuation_logprobs(prompt, "The foundry is a large old building.")
     invented = inner.continuation_logprobs(prompt, "The Vruthmog Qelspar holds Zindrak Pulvoth.")
