@@ -10,7 +10,9 @@ spawned process, so it pays its model load and index build like each Ray actor d
 cluster is started once, before the first Ray run, and timed apart ("once started": the wall
 time of a Ray run includes starting its actors and their loads, not the cluster). The machine's
 load average is read before and after each run: on a shared machine, read the ratios, not the
-absolute times.
+absolute times. Each run also records the machine's CPU seconds over its wall time
+(``/proc/stat``) and how many of them fell outside the workers: Ray's own processes share the
+same 2 cores as its actors.
 """
 
 from __future__ import annotations
@@ -61,6 +63,21 @@ def _cpu_s() -> float:
     return round(cpu.user + cpu.system, 2)
 
 
+def machine_busy_s() -> float:
+    """CPU seconds every process on the machine has used since boot (``/proc/stat``: all but idle
+    and iowait): a run's difference, less what its workers used, is what else ran meanwhile
+    (for Ray: its GCS, raylet and agents, and the driver that feeds the actors)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # user nice system idle iowait irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _machine(before_busy: float, wall: float, workers_cpu: float) -> dict:
+    used = machine_busy_s() - before_busy
+    return {"machine_cpu_s": round(used, 2), "machine_cpu_share": round(used / (wall * (os.cpu_count() or 1)), 3),
+            "outside_workers_cpu_s": round(used - workers_cpu, 2)}
+
+
 def local_run(seeds: int, budget: int, max_tokens: int) -> dict:
     """One local worker, in this (fresh) process: its wall time and what it loaded."""
     os.environ["RAGLEAK_THREADS"] = "1"
@@ -76,14 +93,15 @@ def local_run(seeds: int, budget: int, max_tokens: int) -> dict:
 
 
 def measure_local(args) -> dict:
-    before = loadavg()
+    before, busy = loadavg(), machine_busy_s()
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
         out = pool.submit(local_run, args.seeds, args.budget, args.max_tokens).result()
-    return {"executor": "local", "workers": 1, **out, "loadavg_before": before, "loadavg_after": loadavg()}
+    machine = _machine(busy, out["wall_s"], out["workers_detail"][0]["cpu_s"])
+    return {"executor": "local", "workers": 1, **out, **machine, "loadavg_before": before, "loadavg_after": loadavg()}
 
 
 def measure_ray(args) -> dict:
-    before = loadavg()
+    before, busy = loadavg(), machine_busy_s()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         state = run_grid(config(args.seeds, args.budget, args.max_tokens), Path(tmp) / "run", executor="ray",
@@ -92,8 +110,9 @@ def measure_ray(args) -> dict:
         summary = _summary(state, wall, Path(tmp) / "run")
     workers = [{"pid": w["pid"], "cells": len(w["cells"]), "loads": w["loads"], "cpu_s": w["cpu_s"], "nice": w["nice"]}
                for w in state.workers]
+    machine = _machine(busy, wall, sum(w["cpu_s"] for w in workers))
     return {"executor": "ray", "workers": 2, **summary, "worker_restarts": state.worker_restarts,
-            "workers_detail": workers, "loadavg_before": before, "loadavg_after": loadavg()}
+            "workers_detail": workers, **machine, "loadavg_before": before, "loadavg_after": loadavg()}
 
 
 def main() -> None:
