@@ -1,6 +1,6 @@
 # `make demo` and `make test` set everything up themselves on a fresh machine.
 # llama-cpp-python has no Linux wheel on PyPI: the first install builds it from its sdist
-# (~8 minutes on 2 cores); pip's wheel cache makes every later install take seconds.
+# (~8 minutes on 2 cores) into a wheel folder (LLAMA_WHEELS) that makes every later install take seconds.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,9 +9,21 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
 .PHONY: setup demo test test-fast bench models-large plugin-versions clean
 
-$(STAMP): pyproject.toml requirements/models.txt
+# llama.cpp is built for this CPU (-march=native) but without AMX: some virtual machines report
+# AMX in cpuid without enabling its tile state, and the first tile instruction then kills the
+# process (SIGILL, seen here). The wheel is kept in a folder of its own, keyed by those flags, since
+# pip's wheel cache does not know them and would hand back a wheel built without them.
+LLAMA_CPP := $(shell grep -o '"llama-cpp-python==[^"]*"' pyproject.toml | tr -d '"')
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+LLAMA_WHEELS ?= $(HOME)/.cache/ragleak-wheels/llama-cpp-no-amx
+LLAMA_WHEEL = $(LLAMA_WHEELS)/llama_cpp_python-$(word 2,$(subst ==, ,$(LLAMA_CPP)))-py3-none-linux_$(shell uname -m).whl
+
+$(STAMP): pyproject.toml requirements/models.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	test -f $(LLAMA_WHEEL) || CFLAGS="$(NO_AMX)" CXXFLAGS="$(NO_AMX)" \
+		$(PY) -m pip wheel --quiet --no-cache-dir --no-deps --wheel-dir $(LLAMA_WHEELS) "$(LLAMA_CPP)"
+	$(PY) -m pip install --quiet --force-reinstall --no-deps $(LLAMA_WHEEL)
 	$(PY) -m pip install --quiet -e ".[dev,http]"
 	$(PY) -m pip install --quiet --no-deps -r requirements/models.txt
 	touch $(STAMP)

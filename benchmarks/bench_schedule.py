@@ -23,6 +23,7 @@ from pathlib import Path
 from ragleak.grid import runner
 from ragleak.grid.plan import plan_summary
 from ragleak.grid.spec import grid_from_dict
+from ragleak.grid.store import RunStore
 
 
 def config(budget: int, max_tokens: int):
@@ -44,11 +45,15 @@ def measure(grid, workers: int, order: str) -> dict:
             t0 = time.perf_counter()
             state = runner.run_grid(grid, Path(tmp) / "run", workers=workers)
             wall = time.perf_counter() - t0
+            cells_s = sum(r.timings.get("total_s", 0.0) for r in RunStore(Path(tmp) / "run").records())
     finally:
         runner.stream_chains = chains
+    # busy_share: the share of the workers' wall time spent inside a cell (1.0: no worker ever
+    # idled between cells; waits on another worker's claim count as busy, inside the cell)
     return {"workers": workers, "order": order, "cells": state.total, "errors": state.errors,
             "model_calls": state.model_calls, "cache_hits": state.cache_hits,
-            "cache_waited": state.cache_waited, "wall_s": round(wall, 2)}
+            "cache_waited": state.cache_waited, "wall_s": round(wall, 2), "cells_s": round(cells_s, 2),
+            "busy_share": round(cells_s / (workers * wall), 3)}
 
 
 def main() -> None:

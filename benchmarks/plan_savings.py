@@ -32,7 +32,7 @@ from datetime import date
 from pathlib import Path
 
 from ragleak.grid.completions import stored_table
-from ragleak.grid.plan import EtaModel, Estimator
+from ragleak.grid.plan import EtaModel, Estimator, distinct_streams
 from ragleak.grid.spec import preset as load_preset
 from ragleak.grid.tokens import PromptTokenCounter
 from ragleak.rag.speed import measure_missing
@@ -61,12 +61,10 @@ def main() -> None:
         raise SystemExit(f"no rates for {skipped}: install the model(s) or run `ragleak models --bench`")
     tokens = PromptTokenCounter()
 
-    def streams(estimates):  # the first cell of each stream, as plan_summary keeps it
-        return list({e.key: e for e in reversed(estimates)}.values())
-
     planned = [Estimator(grid.audit, grid.audit_fraction)(c) for c in cells]
     every_query = [Estimator("all")(c) for c in cells]
-    plans = {"planned": price(streams(planned), tokens), "audit_all": price(streams(every_query), tokens),
+    plans = {"planned": price(distinct_streams(planned), tokens),
+             "audit_all": price(distinct_streams(every_query), tokens),
              "no_cache": price(every_query, tokens)}
     report = {
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},

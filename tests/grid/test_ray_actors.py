@@ -114,8 +114,11 @@ def test_actors_match_local_keep_their_stack_and_take_their_twins(tmp_path, monk
     workers = state.workers
     assert len(workers) == 2 and len({w["pid"] for w in workers}) == 2
     assert {w["nice"] for w in workers} == {os.nice(0)}  # the actors run at the driver's priority
-    # each actor ran one whole chain, first cell then twin, and loaded the embedder and the index once
-    assert sorted(w["cells"] for w in workers) == sorted(chains)
+    # each actor started on a chain's first cell and went on with its twin (an actor done with its
+    # own chain while the other's twin was still to run may have joined it: grid.schedule), every
+    # cell ran once, and each actor loaded the embedder and the index once
+    assert sorted(w["cells"][0] for w in workers) == sorted(chain[0] for chain in chains)
+    assert sorted(c for w in workers for c in w["cells"]) == sorted(c for chain in chains for c in chain)
     for w in workers:
         assert w["loads"]["embedder"] == 1 and w["loads"]["index"] == 1, w
     records = {r.cell_id: r for r in RunStore(tmp_path / "ray").records()}
@@ -135,8 +138,11 @@ def test_a_killed_actor_loses_only_its_cell(tmp_path, monkeypatch, ray_session, 
     # the victim ran on the slot's fresh actor, which loaded its stack anew; no other cell ran twice
     fresh = next(w for w in state.workers if victim in w["cells"])
     assert fresh["cells"] == [victim] and fresh["loads"]["embedder"] == 1
-    ran = [c for w in state.workers for c in w["cells"]]  # the dead actor's report (first, victim) is gone
-    assert len(ran) == len(set(ran)) == 3 and first not in ran
+    # the dead actor's report is gone: the cells it ran before the victim (its chain's first, and
+    # the other chain's twin where it had joined that chain) are missing from the live reports
+    ran = [c for w in state.workers for c in w["cells"]]
+    assert len(ran) == len(set(ran)) and 2 <= len(ran) <= 3
+    assert first not in ran or len(ran) == 2
 
 
 def test_a_cell_that_kills_every_actor_is_an_error_record_and_resumes(tmp_path, monkeypatch, ray_session,

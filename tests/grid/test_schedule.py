@@ -1,5 +1,6 @@
 """Scheduling by generation stream (model-free): the first cell of each stream runs before its twins,
-twins follow one another, and the costliest chains start first."""
+twins follow one another, the costliest chains start first, and a freed worker with no chain left
+to start joins a running one."""
 
 from __future__ import annotations
 
@@ -37,28 +38,42 @@ def test_chains_group_twins_behind_their_first_cell_costliest_first():
     assert sorted(c.cell_id for chain in chains for c in chain) == sorted(c.cell_id for c in CONFIG.expand())
 
 
-def test_the_dispatcher_never_runs_a_twin_beside_or_before_its_first_cell():
+def test_the_dispatcher_joins_a_running_chain_only_once_every_chain_has_started_and_never_idles_a_slot():
     chains = stream_chains(CONFIG.expand(), Estimator())
     chain_of = {c.cell_id: i for i, chain in enumerate(chains) for c in chain}
+    joined = 0
     for seed in range(20):  # workers finish in random order
         rng = random.Random(seed)
         dispatch = ChainDispatcher(chains, slots=2)
         running = dispatch.start()
         assert [c.cell_id for c in running] == [chains[0][0].cell_id, chains[1][0].cell_id]
-        started, finished = [c.cell_id for c in running], []
+        started = [c.cell_id for c in running]
         while running:
-            assert len({chain_of[c.cell_id] for c in running}) == len(running) <= 2  # one cell per chain at a time
             done = running.pop(rng.randrange(len(running)))
-            finished.append(done.cell_id)
             nxt = dispatch.finished(done)
-            if nxt is not None:
-                # a chain's cells run in chain order, each after the one before it finished
-                chain = chains[chain_of[nxt.cell_id]]
-                k = [c.cell_id for c in chain].index(nxt.cell_id)
-                assert all(c.cell_id in finished for c in chain[:k])
-                running.append(nxt)
-                started.append(nxt.cell_id)
+            if nxt is None:  # a slot is let go only when every cell is handed out
+                assert sorted(started) == sorted(chain_of)
+                continue
+            chain = chains[chain_of[nxt.cell_id]]
+            k = [c.cell_id for c in chain].index(nxt.cell_id)
+            assert all(c.cell_id in started for c in chain[:k])  # a chain's cells start in chain order
+            if any(chain_of[c.cell_id] == chain_of[nxt.cell_id] for c in running):
+                # beside a cell of its own chain only when no chain is left to start
+                assert {chain_of[c] for c in started} == set(range(len(chains)))
+                joined += 1
+            running.append(nxt)
+            started.append(nxt.cell_id)
         assert dispatch.idle and sorted(started) == sorted(chain_of) and len(started) == len(set(started))
+    assert joined > 0  # the end of the grid did run twins side by side
+
+
+def test_fewer_chains_than_slots_start_twins_beside_their_first_cell():
+    (chain,) = [c for c in stream_chains(CONFIG.expand(), Estimator()) if len(c) == 4]
+    dispatch = ChainDispatcher([chain], slots=3)
+    assert [c.cell_id for c in dispatch.start()] == [c.cell_id for c in chain[:3]]
+    assert dispatch.finished(chain[1]).cell_id == chain[3].cell_id
+    assert dispatch.finished(chain[0]) is None and dispatch.finished(chain[3]) is None
+    assert dispatch.finished(chain[2]) is None and dispatch.idle
 
 
 def test_one_worker_runs_the_cells_chain_by_chain(tmp_path, monkeypatch):

@@ -208,6 +208,53 @@ def test_defenses_whose_hooks_batching_would_reorder_go_one_by_one(fact_index):
     assert _pipeline(fact_index, None, batch=1)[0].batch_size() == 1
 
 
+def test_unbatched_answer_many_puts_off_a_prompt_another_worker_is_generating(fact_index, tmp_path):
+    single, _ = _pipeline(fact_index, CountingPostprocess(), batch=1)
+    ones = [single.answer(q) for q in QUERIES]
+    # another worker (another claim owner on the same cache file) is generating query 1's prompt;
+    # it stores its answer only once this worker has generated every other prompt
+    other = GenerationCache(tmp_path / "c.sqlite")
+    key = cache_key("m", DecodingParams(), ones[1].trace.prompt)
+    claim = other.claim(key)
+
+    def script(user):
+        if user.endswith(QUERIES[4]):
+            other.put(key, "m", DecodingParams(), ones[1].trace.prompt,
+                      Generation(text="theirs", prompt_tokens=1, completion_tokens=1, finish_reason="stop", seconds=0.0))
+            other.release(claim)
+        return f"answer to {user[-30:]}"
+
+    gen = ScriptedGenerator(script, model_id="m")
+    pipe = RAGPipeline(fact_index, CachedGenerator(gen, GenerationCache(tmp_path / "c.sqlite")),
+                       defense=CountingPostprocess(), top_k=2)
+    assert PipelineTarget(pipe).takes_many and not PipelineTarget(single).takes_many  # no shared cache
+    many = pipe.answer_many(QUERIES)
+    assert gen.prompts == [ones[i].trace.prompt for i in (0, 2, 3, 4)]  # query 1 never reached this model
+    assert many[1].answer == "theirs <2>" and many[1].trace.cache_hit
+    assert pipe.defense.seen == QUERIES  # postprocess in query order, the put-off query in its place
+    for i in (0, 2, 3, 4):
+        assert _strip_timings(many[i].trace) == _strip_timings(ones[i].trace)
+    assert other.read(key)[0].text == "theirs"
+
+
+def test_unbatched_answer_many_keeps_a_query_failure_its_own_and_an_unreadable_cache_fails_the_call(
+        fact_index, tmp_path, monkeypatch):
+    from ragleak.errors import CacheCorruptError
+
+    def script(user):
+        if "ferry" in user:
+            raise RagleakError("prompt has 5000 tokens but the model context is 4096")
+        return "fine"
+
+    gen = CachedGenerator(ScriptedGenerator(script, model_id="m"), GenerationCache(tmp_path / "c.sqlite"))
+    pipe = RAGPipeline(fact_index, gen, top_k=2)
+    out = pipe.answer_many(QUERIES[:3])
+    assert isinstance(out[1], RagleakError) and out[0].answer == out[2].answer == "fine"
+    monkeypatch.setattr(gen, "_read", lambda key: (_ for _ in ()).throw(CacheCorruptError("unreadable")))
+    with pytest.raises(CacheCorruptError):
+        pipe.answer_many(QUERIES[3:])
+
+
 def test_one_failing_query_fails_alone(fact_index):
     def script(user):
         if "ferry" in user:
@@ -251,7 +298,7 @@ def test_ask_many_goes_one_by_one_where_the_target_cannot_batch():
 
 def test_a_bug_in_the_target_still_raises():
     class Buggy:
-        name, exposes_retrieved_ids, batch_size = "buggy", False, 4
+        name, exposes_retrieved_ids, takes_many = "buggy", False, True
 
         def answer_many(self, queries):
             return [ZeroDivisionError("bug")] * len(queries)

@@ -113,6 +113,20 @@ def test_a_waiter_serves_the_owners_entry_as_a_waited_hit_while_the_heartbeat_ke
     assert waiter.takeovers == 0 and owner.exitcode == 0 and _claims(path) == []
 
 
+def test_an_unclaimed_call_skips_a_prompt_another_worker_is_generating_and_a_later_call_serves_it(tmp_path):
+    path = tmp_path / "c.sqlite"
+    owner = _start_owner(path, "busy", seconds=1.0)
+    gen = _gen(path)
+    assert gen.generate_unclaimed(_msgs("busy")) is None  # neither waited for nor generated here
+    assert gen.inner.calls == gen.misses == gen.hits == 0 and gen.shares_claims
+    assert gen.generate_unclaimed(_msgs("free")).text == "eerf" and gen.inner.calls == 1
+    out = gen.generate(_msgs("busy"))  # the waiting call: the owner's entry, never a second generation
+    owner.join(timeout=30)
+    assert out.text == "ysub" and out.cached and gen.inner.calls == 1 and gen.hits == 1
+    assert owner.exitcode == 0 and _claims(path) == []
+    assert not CachedGenerator(ScriptedGenerator(model_id="m"), None).shares_claims
+
+
 def test_a_claim_left_by_a_killed_process_is_taken_over(tmp_path):
     path = tmp_path / "c.sqlite"
     owner = _start_owner(path, "orphan", seconds=60, lease_s=30)  # would hold its claim for a minute

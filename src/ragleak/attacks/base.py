@@ -234,12 +234,13 @@ class QuerySession:
     def ask_many(self, queries: Sequence[str], phases: Sequence[str]) -> list[QueryRecord | None]:
         """Independent queries (none depends on another's answer): the records ``ask`` would make
         sending them one after another, in the same order (None once the budget is spent).
-        Where the target decodes independent queries together (its ``batch_size`` > 1; single
-        mode; no stop rule, which must see each outcome before the next query is sent) they go
-        to its ``answer_many``, and each query is charged an equal share of its batch's time."""
+        Where the target does better with independent queries together (its ``takes_many``:
+        batched decoding, or putting off prompts another worker is generating; single mode; no
+        stop rule, which must see each outcome before the next query is sent) they go to its
+        ``answer_many``, and each query is charged an equal share of that call's time."""
         if len(queries) != len(phases):
             raise ValueError("one phase per query")
-        if (self.mode != "single" or self._stop_rule is not None or getattr(self.target, "batch_size", 1) < 2
+        if (self.mode != "single" or self._stop_rule is not None or not getattr(self.target, "takes_many", False)
                 or not callable(getattr(self.target, "answer_many", None))):
             # stop asking once the budget is spent, as a loop that checks ``remaining`` would
             return [self.ask(query, phase=phase) if self.remaining > 0 else None

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from ragleak.attacks import ATTACKS
 from ragleak.attacks.base import MULTI_TURNS, Attack, StreamShape
@@ -144,6 +144,15 @@ class Estimator:
                             shape.attacker_max_tokens, shape.carries_answers, likelihood, per_sentence)
 
 
+def distinct_streams(estimates: Iterable[CellEstimate]) -> list[CellEstimate]:
+    """The first estimate of each generation stream, in order: the cell that pays for the
+    stream's generations (its twins read them from the cache)."""
+    first: dict[tuple, CellEstimate] = {}
+    for e in estimates:
+        first.setdefault(e.key, e)
+    return list(first.values())
+
+
 def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
                  completions: CompletionTable | None = None, tokens: PromptTokenCounter | None = None) -> dict:
     """What a dry run prints: the cells; the distinct generation streams, overall and per attack
@@ -152,23 +161,22 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
     (expected, from ``completions`` - default: the stored table - and an upper bound)."""
     cells = config.expand() if cells is None else cells
     estimate = Estimator(config.audit, config.audit_fraction)
-    streams: dict[tuple, CellEstimate] = {}
+    estimates = [estimate(cell) for cell in cells]
+    streams = distinct_streams(estimates)
     kinds: dict[str, dict[str, int]] = defaultdict(lambda: {"cells": 0, "streams": 0})
-    for cell in cells:
-        e = estimate(cell)
+    for e in estimates:
         kinds[e.kind]["cells"] += 1
-        if e.key not in streams:
-            kinds[e.kind]["streams"] += 1
-            streams[e.key] = e
+    for e in streams:
+        kinds[e.kind]["streams"] += 1
     eta = EtaModel(completions if completions is not None else stored_table(), tokens or PromptTokenCounter())
-    expected, upper, basis = eta(list(streams.values()))
+    expected, upper, basis = eta(streams)
     return {
         "cells": len(cells), "distinct_generation_streams": len(streams),
         "shared_by_cache": len(cells) - len(streams),
         "by_kind": {k: dict(v) for k, v in sorted(kinds.items())},
-        "queries": sum(s.queries for s in streams.values()),
-        "model_calls": round(sum(s.model_calls for s in streams.values())),
-        "generations": round(sum(s.generations for s in streams.values())),
+        "queries": sum(s.queries for s in streams),
+        "model_calls": round(sum(s.model_calls for s in streams)),
+        "generations": round(sum(s.generations for s in streams)),
         "audit": {"mode": config.audit, "fraction": config.audit_fraction},
         "model_calls_expected": round(eta.expected_calls),
         "eta_s": expected, "eta_upper_s": upper, "eta_basis": basis,

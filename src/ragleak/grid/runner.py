@@ -5,8 +5,9 @@ cell it ran (``cell.execute_cell``; the Ray executor writes only the error recor
 took its actors down ``ray_actors.MAX_ATTEMPTS`` times). So killing the coordinator, a worker or the whole process group at
 any moment loses at most the cells in flight, and the next run picks up exactly the cells whose
 record is missing. Cells are handed out stream by stream (``grid.schedule``): twins that share
-a stream's generations run after its first cell, never beside it. Both executors keep a worker's
-loaded stack across its cells: local pool processes, or long-lived Ray actors (``grid.ray_actors``).
+a stream's generations run after its first cell, beside it only where a worker would otherwise
+idle. Both executors keep a worker's loaded stack across its cells: local pool processes, or
+long-lived Ray actors (``grid.ray_actors``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -141,17 +143,28 @@ def _run_local(chains: list[list[CellSpec]], run_dir: str, workers: int, state: 
                 progress(state)
         return
     dispatch = ChainDispatcher(chains, workers)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker) as pool:
-        pending = {pool.submit(execute_cell, spec, run_dir, audit): spec for spec in dispatch.start()}
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                nxt = dispatch.finished(pending.pop(fut))
-                if nxt is not None:
-                    pending[pool.submit(execute_cell, nxt, run_dir, audit)] = nxt
-                state.add(fut.result())
-                if progress:
-                    progress(state)
+    pending: dict = {}  # future -> its cell
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                                 initializer=_init_worker) as pool:
+            pending.update({pool.submit(execute_cell, spec, run_dir, audit): spec for spec in dispatch.start()})
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    record = fut.result()
+                    nxt = dispatch.finished(pending.pop(fut))
+                    if nxt is not None:
+                        pending[pool.submit(execute_cell, nxt, run_dir, audit)] = nxt
+                    state.add(record)
+                    if progress:
+                        progress(state)
+    except BrokenProcessPool as exc:
+        # a worker killed from outside (out of memory, a signal) or by a crash in native code (an
+        # illegal instruction in llama.cpp): its cell wrote no record, so a rerun resumes with it
+        running = ", ".join(sorted(spec.label for spec in pending.values())) or "no cell"
+        raise RagleakError(f"a grid worker process died abruptly while running {running}; the {state.done} "
+                           f"cells finished so far are kept, and the same command again runs the other "
+                           f"{state.total - state.done}") from exc
 
 
 def _run_ray(chains: list[list[CellSpec]], run_dir: str, workers: int, address: str | None, state: Progress,

@@ -454,11 +454,28 @@ class CachedGenerator:
     def params(self) -> DecodingParams:
         return getattr(self.inner, "params", DecodingParams())
 
+    @property
+    def shares_claims(self) -> bool:
+        """Whether other workers may be generating this wrapper's prompts (a shared cache, whose
+        claims ``generate_unclaimed`` can see)."""
+        return self.cache is not None
+
     def render(self, messages: Sequence[ChatMessage]) -> str:
         return self.inner.render(messages)
 
     def generate(self, messages: Sequence[ChatMessage], params: DecodingParams | None = None) -> Generation:
-        p = params or self.params
+        generation = self._generate(messages, params or self.params, wait=True)
+        assert generation is not None  # a waiting call always ends with a generation
+        return generation
+
+    def generate_unclaimed(self, messages: Sequence[ChatMessage],
+                           params: DecodingParams | None = None) -> Generation | None:
+        """``generate``, except for a prompt another worker is generating right now: None at
+        once instead of waiting for it, so the caller can do its other work first and come back
+        (``generate``) when that worker has likely stored it."""
+        return self._generate(messages, params or self.params, wait=False)
+
+    def _generate(self, messages: Sequence[ChatMessage], p: DecodingParams, wait: bool) -> Generation | None:
         if self.cache is None:
             self.misses += 1
             return self.inner.generate(messages, p)
@@ -467,9 +484,11 @@ class CachedGenerator:
         hit = self._lookup(prompt, p)
         if hit is not None:
             return hit
-        claim, found, waited = self._claim(key, lambda: self._read(key))
+        claim, found, waited = self._claim(key, lambda: self._read(key), wait)
         if found is not None:
             return self._serve([found], waited)[0]
+        if claim is None:  # another worker's, and we were not to wait
+            return None
         with self.cache.holding(claim):
             self.misses += 1
             generation = self.inner.generate(messages, p)
@@ -513,12 +532,14 @@ class CachedGenerator:
                     self.cache.put(key, self.model_id, p, prompt, out)
         return results
 
-    def _claim(self, claim_key: str, ready: Callable[[], T | None]) -> tuple[Claim | None, T | None, bool]:
+    def _claim(self, claim_key: str, ready: Callable[[], T | None],
+               wait: bool = True) -> tuple[Claim | None, T | None, bool]:
         """Claim ``claim_key``, or wait until ``ready()`` (the entries it stands for) is served.
         Returns (claim, None, waited) when this process is to generate, (None, entries, waited)
         when another did. ``ready`` is asked again right after a claim is won: the owner stores its
         entry before it releases, so an entry finished between our miss and our claim is served,
-        not generated twice."""
+        not generated twice. With ``wait`` False, another owner's live claim returns (None, None,
+        False) at once."""
         assert self.cache is not None
         delay, waited = POLL_S[0], False
         while True:
@@ -534,6 +555,8 @@ class CachedGenerator:
                     return claim, None, waited
                 self.cache.release(claim)
                 return None, found, waited
+            if not wait:
+                return None, None, False
             waited = True
             time.sleep(delay)
             delay = min(delay * 2, POLL_S[1])

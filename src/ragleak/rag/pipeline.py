@@ -25,7 +25,8 @@ from typing import Callable, Literal, Sequence
 
 from ragleak.context import RunContext
 from ragleak.defenses.base import Defense
-from ragleak.rag.generator import Generator
+from ragleak.errors import CacheCorruptError
+from ragleak.rag.generator import Generation, Generator
 from ragleak.rag.index import PassageIndex
 from ragleak.rag.prompt import DEFAULT_SYSTEM_PROMPT, build_rag_messages
 from ragleak.records import HookRecord, Passage, RetrievedItem, Scored, Trace, Turn, digest
@@ -235,20 +236,32 @@ class RAGPipeline:
             return False
         return not (d.overrides("postprocess") and (d.overrides("score_retrieval") or d.overrides("rewrite_context")))
 
+    def takes_many(self) -> bool:
+        """Whether ``answer_many`` does better than ``answer`` query after query: it decodes in
+        batches (``batch_size``), or it puts off the prompts another worker is generating right
+        now (``_defers_claimed``)."""
+        return self.batch_size() >= 2 or self._defers_claimed()
+
+    def _defers_claimed(self) -> bool:
+        return bool(getattr(self.generator, "shares_claims", False)) and self._batchable()
+
     def answer_many(self, queries: Sequence[str], principal: str | None = None) -> list[Response | Exception]:
         """Independent single-turn queries (no history): each entry is what ``answer(query, (),
         principal)`` returns, or the exception it raises; one query's failure never fails the
         others. Where ``batch_size()`` allows, each group of that many queries is retrieved query
         by query (every hook as in ``answer``), generated in one batch
-        (``generator.generate_many``), then post-processed query by query; otherwise each query
-        goes through ``answer``."""
+        (``generator.generate_many``), then post-processed query by query. Unbatched, where the
+        hooks allow the same reordering, prompts another worker is generating are put off
+        (``_answer_deferring``); otherwise each query goes through ``answer``."""
         size = self.batch_size()
-        if size < 2:
-            return [self._try(lambda q=q: self.answer(q, (), principal)) for q in queries]
-        out: list[Response | Exception] = []
-        for start in range(0, len(queries), size):
-            out.extend(self._answer_batch(list(queries[start:start + size]), principal))
-        return out
+        if size >= 2:
+            out: list[Response | Exception] = []
+            for start in range(0, len(queries), size):
+                out.extend(self._answer_batch(list(queries[start:start + size]), principal))
+            return out
+        if self._defers_claimed():
+            return self._answer_deferring(list(queries), principal)
+        return [self._try(lambda q=q: self.answer(q, (), principal)) for q in queries]
 
     @staticmethod
     def _try(call) -> "Response | Exception":
@@ -258,6 +271,41 @@ class RAGPipeline:
             return exc
 
     def _answer_batch(self, queries: list[str], principal: str | None) -> list[Response | Exception]:
+        out, pending = self._retrieve_each(queries, principal)
+        generations = self.generator.generate_many([m for _, _, m, _ in pending]) if pending else []
+        if len(generations) != len(pending):  # zip would drop queries and shift every later answer
+            raise RuntimeError(f"generate_many returned {len(generations)} results for {len(pending)} prompts")
+        return self._finish_each(queries, out, pending, [
+            (g, 0.0 if isinstance(g, Exception) else g.seconds) for g in generations])
+
+    def _answer_deferring(self, queries: list[str], principal: str | None) -> list[Response | Exception]:
+        """Each prompt generated alone, as ``answer`` generates it, but one that another worker
+        is generating right now (``generate_unclaimed`` gives None) is put off until this
+        worker's other prompts are done, instead of idling this worker while it waits. Every
+        generation starts from a KV state that does not depend on what ran before
+        (``LlamaCppGenerator.complete``), so the order changes no text; the hooks keep
+        ``answer``'s order (retrieval query by query, then postprocess query by query:
+        ``_batchable``). Each query's generate time is its own call's, waits included."""
+        out, pending = self._retrieve_each(queries, principal)
+        done: list[tuple[Generation | Exception, float] | None] = [None] * len(pending)
+        for generate in (self.generator.generate_unclaimed, self.generator.generate):
+            for j, (_, _, messages, _) in enumerate(pending):
+                if done[j] is not None:
+                    continue
+                t = time.perf_counter()
+                try:
+                    generation = generate(messages)
+                except CacheCorruptError:  # the cache, not this query: the whole call fails, as batched
+                    raise
+                except Exception as exc:  # that query's failure, as ``answer_many`` hands it back
+                    generation = exc
+                if generation is not None:
+                    done[j] = (generation, time.perf_counter() - t)
+        return self._finish_each(queries, out, pending, done)  # type: ignore[arg-type] - the waiting pass filled all
+
+    def _retrieve_each(self, queries: list[str], principal: str | None):
+        """Each query's retrieval hooks in order: (the output list with each failed query's
+        exception in place, the (index, retrieval, messages, prompt) of the others)."""
         out: list[Response | Exception | None] = [None] * len(queries)
         pending: list[tuple[int, Retrieval, list, str]] = []
         for i, query in enumerate(queries):
@@ -267,17 +315,20 @@ class RAGPipeline:
                 pending.append((i, r, messages, self.generator.render(messages)))
             except Exception as exc:
                 out[i] = exc
-        generations = self.generator.generate_many([m for _, _, m, _ in pending]) if pending else []
-        if len(generations) != len(pending):  # zip would drop queries and shift every later answer
-            raise RuntimeError(f"generate_many returned {len(generations)} results for {len(pending)} prompts")
+        return out, pending
+
+    def _finish_each(self, queries: list[str], out: list, pending: list,
+                     generations: "list[tuple[Generation | Exception, float]]") -> list[Response | Exception]:
+        """``_finish`` (postprocess and trace) of each pending query in order, from its
+        (generation or exception, generate seconds)."""
         counted = getattr(self.generator, "misses", None) is not None
-        for (i, r, _, prompt), generation in zip(pending, generations):
+        for (i, r, _, prompt), (generation, seconds) in zip(pending, generations):
             if isinstance(generation, Exception):
                 out[i] = generation
                 continue
             out[i] = self._try(lambda: self._finish(queries[i], (), r, prompt, generation.text, generation.text,
-                                                    generation.seconds, lambda: counted and generation.cached))
-        return out  # type: ignore[return-value] - every query got its response or its exception
+                                                    seconds, lambda: counted and generation.cached))
+        return out  # every query got its response or its exception
 
     def _finish(self, query: str, history, r: Retrieval, prompt: str, draft: str, reference: str | None,
                 seconds: float, cache_hit: Callable[[], bool]) -> Response:

@@ -88,6 +88,12 @@ class PipelineTarget:
         """How many independent queries ``answer_many`` decodes together (1: one at a time)."""
         return self.pipeline.batch_size()
 
+    @property
+    def takes_many(self) -> bool:
+        """Whether ``answer_many`` does better than ``answer`` query after query
+        (``RAGPipeline.takes_many``)."""
+        return self.pipeline.takes_many()
+
     def answer_many(self, queries: Sequence[str]) -> list[TargetResponse | Exception]:
         """Independent single-turn queries: each entry is ``answer(query)``'s response or the
         exception it raised (``RAGPipeline.answer_many`` batches their generation)."""
