@@ -1,6 +1,6 @@
 """The Ray executor's long-lived actors (``grid.ray_actors``): the same records as a local run,
-each actor keeping its loaded stack across its cells, a stream's twins on the actor that ran its
-first cell, and a killed actor costing only its cell.
+each actor keeping its loaded stack across its cells, a stream's twins after its first cell, and
+a killed actor costing only its cell.
 
 The cells run on a ``tiny_stack`` (real MiniLM embedder, FAISS index and generation cache; a
 scripted target that copies its context), set up inside each actor by ``scripted_cell``. One
@@ -114,9 +114,9 @@ def test_actors_match_local_keep_their_stack_and_take_their_twins(tmp_path, monk
     workers = state.workers
     assert len(workers) == 2 and len({w["pid"] for w in workers}) == 2
     assert {w["nice"] for w in workers} == {os.nice(0)}  # the actors run at the driver's priority
-    # each actor started on a chain's first cell and went on with its twin (an actor done with its
-    # own chain while the other's twin was still to run may have joined it: grid.schedule), every
-    # cell ran once, and each actor loaded the embedder and the index once
+    # each actor started on a chain's first cell, then took a twin (either: grid.schedule hands the
+    # twins out after every first cell), every cell ran once, and each actor loaded the embedder and
+    # the index once
     assert sorted(w["cells"][0] for w in workers) == sorted(chain[0] for chain in chains)
     assert sorted(c for w in workers for c in w["cells"]) == sorted(c for chain in chains for c in chain)
     for w in workers:
@@ -138,8 +138,8 @@ def test_a_killed_actor_loses_only_its_cell(tmp_path, monkeypatch, ray_session, 
     # the victim ran on the slot's fresh actor, which loaded its stack anew; no other cell ran twice
     fresh = next(w for w in state.workers if victim in w["cells"])
     assert fresh["cells"] == [victim] and fresh["loads"]["embedder"] == 1
-    # the dead actor's report is gone: the cells it ran before the victim (its chain's first, and
-    # the other chain's twin where it had joined that chain) are missing from the live reports
+    # the dead actor's report is gone: the cells it ran before the victim (a first cell, maybe a
+    # twin too) are missing from the live reports
     ran = [c for w in state.workers for c in w["cells"]]
     assert len(ran) == len(set(ran)) and 2 <= len(ran) <= 3
     assert first not in ran or len(ran) == 2

@@ -18,20 +18,18 @@ CONFIG = GridConfig(attacks=["ps"], defenses=["none", "dp-retrieval"], corpora=[
                     epsilons=[1.0, 5.0], budget=2, corpus_params={"synthetic-corp": {"n_docs": 12}})
 
 
+def _record(spec, run_dir, audit):
+    """An error record stands in for a measured one: no model is loaded here."""
+    record = CellRecord(cell_id=spec.cell_id, spec=spec, status="error", error="stand-in")
+    RunStore(run_dir).write(record)
+    return record
+
+
 def _crash_on_eps5(spec, run_dir, audit):
-    """Runs in a spawned worker: dies like a SIGILL'd process on one cell, records the others
-    (an error record stands in for a measured one: no model is loaded here)."""
+    """Runs in a spawned worker: dies like a SIGILL'd process on one cell, records the others."""
     if spec.defense == "dp-retrieval" and spec.epsilon == 5.0:
         os._exit(132)
-    record = CellRecord(cell_id=spec.cell_id, spec=spec, status="error", error="stand-in")
-    RunStore(run_dir).write(record)
-    return record
-
-
-def _record(spec, run_dir, audit):
-    record = CellRecord(cell_id=spec.cell_id, spec=spec, status="error", error="stand-in")
-    RunStore(run_dir).write(record)
-    return record
+    return _record(spec, run_dir, audit)
 
 
 def test_a_dead_worker_is_one_clear_error_and_the_rerun_finishes_the_rest(tmp_path, monkeypatch):
@@ -44,7 +42,8 @@ def test_a_dead_worker_is_one_clear_error_and_the_rerun_finishes_the_rest(tmp_pa
     assert kept and len(kept) < len(CONFIG.expand())
 
     ran = []
-    monkeypatch.setattr(runner_module, "execute_cell", lambda spec, run_dir, audit: ran.append(spec.cell_id) or _record(spec, run_dir, audit))
+    monkeypatch.setattr(runner_module, "execute_cell",
+                        lambda spec, run_dir, audit: ran.append(spec.cell_id) or _record(spec, run_dir, audit))
     run_grid(CONFIG, out, workers=1, retry_errors=False)
     assert set(ran).isdisjoint(kept) and len(ran) == len(set(ran))
     assert {r.cell_id for r in RunStore(out).records()} == {c.cell_id for c in CONFIG.expand()}

@@ -6,8 +6,8 @@ workers ran at 0.52-0.59x of one local worker). Here each of the ``workers`` slo
 (``CellWorker``, one CPU, one model thread): a process that lives for the whole run, so the
 stack's process-wide memo (``ragleak.stack``) keeps its loaded parts across the cells it runs,
 and indexes come from the run folder (``RUN_DIR/indexes``) where the first worker to build one
-saved it. The ``ChainDispatcher`` decides what runs next, exactly as for the local pool: a
-stream's twins go to the actor that ran the stream's first cell, as soon as it is free.
+saved it. The ``ChainDispatcher`` decides what runs next, exactly as for the local pool: every
+stream's first cell, then the twins, each to the slot just freed.
 
 Faults: an actor that dies (killed, out of memory, a crash in native code) loses only the cell it
 was running. Its slot gets a fresh actor and the cell runs again there; a cell that kills ``MAX_ATTEMPTS`` actors gets an error record, so

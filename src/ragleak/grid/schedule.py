@@ -4,19 +4,17 @@ Cells of one stream (``grid.plan``: epsilon twins of a defense that ignores epsi
 post-processing defense beside the baseline on fixed single-prompt queries) make the same
 generations, so only the first one should pay for them. Run side by side on two workers, both
 miss the shared cache at the same time and the second worker adds nothing. So each stream is a
-*chain*: its first cell runs, then its twins one after the other, each handed out the moment the
-one before it finished - to the worker just freed, while the others are busy, so a twin also
-finds the indexes that worker built in its memory - and they find every generation in the cache;
-other workers take other chains meanwhile. The chains that cost most start first, so no long one
-is left for the end.
+*chain*: its first cell pays for the stream's generations; its twins find them in the cache.
 
-When no chain is left to start, a freed worker joins a running chain instead of idling: it takes
-that chain's next twin beside the cell running there. The two then share the stream's work
-rather than repeat it: each generation is claimed in the cache by whichever worker reaches it
-first and served to the other, and an attack whose queries are independent puts off a prompt
-the other worker is generating and generates its next one (``RAGPipeline.answer_many``), so
-the two split what is left of the stream. Only the end of a grid runs twins side by side, where
-the alternative is an idle worker.
+The first cells are the big jobs and the twins the small ones (cache hits), so the workers take
+every chain's first cell, the costliest chain first, and only then the twins: the classic
+longest-processing-time order (Graham 1969), where the small jobs at the end fill the gaps the big
+ones leave, so no worker idles at the end of a grid while another runs a long cell. A twin goes
+out after its stream's first cell finished where one such is left; otherwise (the last ones) beside
+it, where the alternative is an idle worker. The two then share the stream's work rather than
+repeat it: each generation is claimed in the cache by whichever worker reaches it first and
+served to the other, and an attack whose queries are independent puts off a prompt the other
+worker is generating and generates its next one (``RAGPipeline.answer_many``).
 """
 
 from __future__ import annotations
@@ -41,43 +39,37 @@ def stream_chains(cells: Iterable[CellSpec], estimate: Callable[[CellSpec], Cell
 
 
 class ChainDispatcher:
-    """Hands cells to ``slots`` workers chain by chain: a chain's next cell is handed out when its
-    previous one finished, in place of it; a slot whose chain is done takes the next chain, and
-    once none is left, the next cell of the running chain with the most cells left (joining it)."""
+    """Hands cells to ``slots`` workers: every chain's first cell in chain order, then the
+    twins, each to the slot just freed; a twin whose stream's first cell finished before one
+    whose first cell still runs."""
 
     def __init__(self, chains: list[list[CellSpec]], slots: int) -> None:
-        self._waiting = deque(deque(chain) for chain in chains if chain)
-        self._running: dict[str, deque[CellSpec]] = {}  # cell id in flight -> the rest of its chain
+        self._firsts = deque(chain[0] for chain in chains if chain)
+        self._twins = [twin for chain in chains for twin in chain[1:]]
+        self._first_of = {twin.cell_id: chain[0].cell_id for chain in chains for twin in chain[1:]}
+        self._running: set[str] = set()
         self.slots = max(1, slots)
 
     def start(self) -> list[CellSpec]:
-        """The first cell of each of the first ``slots`` chains (fewer chains than slots: twins
-        join them)."""
-        return [cell for cell in (self._hand_out(deque()) for _ in range(self.slots)) if cell is not None]
+        """The first ``slots`` cells to run."""
+        return [cell for cell in (self._hand_out() for _ in range(self.slots)) if cell is not None]
 
     def finished(self, cell: CellSpec) -> CellSpec | None:
         """The cell to run next on the slot that ran ``cell`` (None: no work left for it)."""
-        return self._hand_out(self._running.pop(cell.cell_id))
-
-    def _hand_out(self, rest: deque[CellSpec]) -> CellSpec | None:
-        """The next cell of ``rest`` (the freed slot's chain), else of the next chain, else of
-        the busiest running one."""
-        if not rest:
-            rest = self._next_chain() or self._busiest_chain()
-            if rest is None:
-                return None
-        nxt = rest.popleft()
-        self._running[nxt.cell_id] = rest  # a chain joined by a second slot: both hold its one deque
-        return nxt
+        self._running.discard(cell.cell_id)
+        return self._hand_out()
 
     @property
     def idle(self) -> bool:
-        return not self._running and not self._waiting
+        return not self._running and not self._firsts and not self._twins
 
-    def _next_chain(self) -> deque[CellSpec] | None:
-        return self._waiting.popleft() if self._waiting else None
-
-    def _busiest_chain(self) -> deque[CellSpec] | None:
-        """The running chain with the most cells still to hand out (None: every one is handed out)."""
-        rest = max(self._running.values(), key=len, default=None)
-        return rest if rest else None
+    def _hand_out(self) -> CellSpec | None:
+        if self._firsts:
+            cell = self._firsts.popleft()
+        elif self._twins:
+            cell = next((t for t in self._twins if self._first_of[t.cell_id] not in self._running), self._twins[0])
+            self._twins.remove(cell)
+        else:
+            return None
+        self._running.add(cell.cell_id)
+        return cell
