@@ -12,9 +12,10 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 # llama.cpp is built for this CPU (-march=native) but without AMX: some virtual machines report
 # AMX in cpuid without enabling its tile state, and the first tile instruction then kills the
 # process (SIGILL, seen here). The wheel is kept in a folder of its own, keyed by those flags, since
-# pip's wheel cache does not know them and would hand back a wheel built without them.
+# pip's wheel cache does not know build flags and would hand back a wheel built with AMX.
 LLAMA_CPP := $(shell grep -o '"llama-cpp-python==[^"]*"' pyproject.toml | tr -d '"')
-NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+# (x86 flags: another architecture's compiler would reject them)
+NO_AMX := $(if $(filter x86_64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
 LLAMA_WHEELS ?= $(HOME)/.cache/ragleak-wheels/llama-cpp-no-amx
 LLAMA_WHEEL = $(LLAMA_WHEELS)/llama_cpp_python-$(word 2,$(subst ==, ,$(LLAMA_CPP)))-py3-none-linux_$(shell uname -m).whl
 
