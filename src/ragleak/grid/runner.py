@@ -5,8 +5,9 @@ cell it ran (``cell.execute_cell``; the Ray executor writes only the error recor
 took its actors down ``ray_actors.MAX_ATTEMPTS`` times). So killing the coordinator, a worker or the whole process group at
 any moment loses at most the cells in flight, and the next run picks up exactly the cells whose
 record is missing. Cells are handed out by generation stream (``grid.schedule``): every stream's
-first cell, then the twins that read its generations from the cache. Both executors keep a worker's loaded stack across its cells: local pool processes, or
-long-lived Ray actors (``grid.ray_actors``).
+first cell, then the twins that read its generations from the cache. Both executors keep a
+worker's loaded stack across its cells: local pool processes, or long-lived Ray actors
+(``grid.ray_actors``).
 """
 
 from __future__ import annotations
