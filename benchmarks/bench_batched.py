@@ -19,6 +19,8 @@ splits each mode into its phases: a pass at ``max_tokens=1`` (prefill and the fi
 timed the same way, and the *decode phase* is the rest: the completion tokens after each query's
 first, per CPU-second of the full run less that pass. Batching shares a decode step between
 sequences; it cannot share a prefill, which is most of a ~700-token RAG prompt's cost here.
+``batched_weights`` says which file the batched mode decoded with (``rag.exact_q8``: the
+verified Q8_0 copy of a Q5_0 model, whose logits are the original's bit for bit).
 
     PYTHONPATH=src RAGLEAK_THREADS=1 .venv/bin/python benchmarks/bench_batched.py \\
         [--models qwen2.5-coder-0.5b,smollm2-135m] [--n 8] [--max-tokens 256] [--rounds 2] \\
@@ -86,7 +88,8 @@ def bench_model(model: str, messages, args, save) -> dict:
     generator = LlamaCppGenerator(model, n_threads=args.threads)
     generator.generate(messages[0], DecodingParams(max_tokens=1))  # load the weights outside the timings
     generator.generate_many(messages[:2], DecodingParams(max_tokens=1))
-    result: dict = {"model": model}
+    # which file the batched mode decodes with: the verified Q8_0 copy (rag.exact_q8) or the original
+    result: dict = {"model": model, "batched_weights": generator._multi().weights}
 
     # open-ended prompts, whose next-token margins are small (many continuations fit): where
     # batched and one-at-a-time decoding round differently, it shows here first

@@ -12,7 +12,12 @@ formula and every answer at the cap):
   replaces ``generate``, as every run made before the audit modes: the issue's starting point
   (the generation cache already served a single worker's twins then);
 * ``no_cache``: every cell its own stream and audit on every query, for scale only: no version
-  of the grid runner ran without the cache.
+  of the grid runner ran without the cache;
+* ``planned_on_workers``: ``planned`` on ``--workers`` workers (default: one per core, as a run),
+  the dry run's second ETA: cells handed out as the runner hands them out, at the rates measured
+  with that many models running at once. Before issue 18 a second worker added nothing (both
+  missed the shared cache together: same wall time as one), so the starting point on this
+  machine stays ``audit_all`` on one worker.
 
 Not priced (the ETA is generation time only), so not in these ratios: IKEA's history
 re-embedding, per-worker index builds and attacker-model loads, which issue 18 also removed.
@@ -32,7 +37,8 @@ from datetime import date
 from pathlib import Path
 
 from ragleak.grid.completions import stored_table
-from ragleak.grid.plan import EtaModel, Estimator, distinct_streams
+from ragleak.grid.plan import EtaModel, Estimator, distinct_streams, plan_summary
+from ragleak.grid.runner import run_workers
 from ragleak.grid.spec import preset as load_preset
 from ragleak.grid.tokens import PromptTokenCounter
 from ragleak.rag.speed import measure_missing
@@ -53,10 +59,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="paper")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / f"plan_savings-{date.today()}.json")
+    ap.add_argument("--workers", type=int, default=None, help="workers of the parallel ETA (default: cores)")
     args = ap.parse_args()
+    workers = run_workers(args.workers)
     grid = load_preset(args.preset)
     cells = grid.expand()
-    skipped = measure_missing({(c.stack.model, c.stack.n_threads or 1) for c in cells})
+    skipped = measure_missing({(c.stack.model, c.stack.n_threads or 1) for c in cells}, copies=workers)
     if skipped:
         raise SystemExit(f"no rates for {skipped}: install the model(s) or run `ragleak models --bench`")
     tokens = PromptTokenCounter()
@@ -66,12 +74,15 @@ def main() -> None:
     plans = {"planned": price(distinct_streams(planned), tokens),
              "audit_all": price(distinct_streams(every_query), tokens),
              "no_cache": price(every_query, tokens)}
+    parallel = plan_summary(grid, cells, tokens=tokens, workers=workers)["workers_eta"]
+    plans["planned_on_workers"] = {**parallel, "eta_h": round(parallel["eta_s"] / 3600, 1)}
     report = {
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
         "preset": args.preset, "cells": len(cells), "audit": {"mode": grid.audit, "fraction": grid.audit_fraction},
         "plans": plans,
         "planned_over_audit_all": round(plans["planned"]["eta_s"] / plans["audit_all"]["eta_s"], 3),
         "planned_over_no_cache": round(plans["planned"]["eta_s"] / plans["no_cache"]["eta_s"], 3),
+        "planned_on_workers_over_audit_all": round(parallel["eta_s"] / plans["audit_all"]["eta_s"], 3),
         "target": "the paper grid's dry-run ETA <= 1/3 of the estimate before issue 18 (same machine)",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -342,3 +342,25 @@ def test_observe_counts_a_standard_llms_calls_as_the_attacks_own_and_skips_likel
     observed = observe(run)
     assert observed.calls["asymmetry"].attacker_per_query == 2.5
     assert observed.get("asymmetry", "attacker", MODEL).n == 1 and observed.unattributed == 0
+
+
+def test_the_workers_eta_schedules_the_streams_at_the_rates_of_models_running_at_once(rates, tmp_path):
+    config = GridConfig(attacks=["ps"], defenses=["none", "pad", "dp-retrieval"], epsilons=[1.0, 5.0], budget=3,
+                        **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    prompt = prompt_of(config, count)
+    answers = table(ps=[40])
+    one = plan_summary(config, completions=answers, tokens=count)
+    assert one["workers_eta"]["workers"] == 1 and one["workers_eta"]["eta_s"] == one["eta_s"]
+    # no rates of two models at once: no two-worker ETA, and the hint says how to get one
+    two = plan_summary(config, completions=answers, tokens=count, workers=2)
+    assert two["workers_eta"]["eta_s"] is None and "--workers 2" in two["workers_eta"]["hint"]
+    assert two["eta_s"] == one["eta_s"]  # the one-worker ETA stays as it was
+    # each of two copies at half the rates: 3 streams (none+pad share one; dp-retrieval per epsilon),
+    # each 3 queries; on 2 workers the makespan is two streams' time
+    save_speed(MODEL, {"threads": 1, "copies": 2, "prefill_tok_s": PREFILL / 2, "decode_tok_s": DECODE / 2})
+    two = plan_summary(config, completions=answers, tokens=count, workers=2)
+    stream = 3 * (prompt / (PREFILL / 2) + 40 / (DECODE / 2))
+    assert two["distinct_generation_streams"] == 3
+    assert two["workers_eta"]["eta_s"] == round(2 * stream)
+    assert two["workers_eta"]["rates"][f"{MODEL}@1x2"]["prefill_tok_s"] == PREFILL / 2

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ragleak.grid import runner as runner_module
 from ragleak.grid.plan import Estimator
 from ragleak.grid.runner import run_grid
-from ragleak.grid.schedule import ChainDispatcher, stream_chains
+from ragleak.grid.schedule import ChainDispatcher, simulated_makespan, stream_chains
 from ragleak.grid.spec import GridConfig
 
 CONFIG = GridConfig(attacks=["ps", "ikea"], defenses=["none", "pad", "dp-retrieval"], corpora=["synthetic-corp"],
@@ -92,3 +95,30 @@ def test_one_worker_runs_the_cells_chain_by_chain(tmp_path, monkeypatch):
     run_grid(CONFIG, tmp_path / "run", workers=1)
     assert [c.cell_id for c in ran] == [c.cell_id for chain in stream_chains(CONFIG.expand(), Estimator())
                                         for c in chain]
+
+
+def test_the_simulated_makespan_follows_the_dispatcher_and_twins_wait_for_their_first_cell():
+    chains = stream_chains(CONFIG.expand(), Estimator())  # 7 chains, 4 of them with twins
+    seconds = [10.0, 9.0, 6.0, 6.0, 4.0, 1.0, 1.0]  # costliest first, as the chains are ordered
+    cost = {chain[0].cell_id: s for chain, s in zip(chains, seconds)}
+    price = lambda chain: cost[chain[0].cell_id]  # noqa: E731
+    # one worker: every first cell in turn, the twins free
+    assert simulated_makespan(chains, price, 1) == sum(seconds)
+    # two: 10 | 9, 6 (t=15) ... the LPT list order: slot A 10, 6 (16), 1 (17), 1 (18): slot B 9, 6 (15), 4 (19)
+    assert simulated_makespan(chains, price, 2) == 19.0
+    # as many workers as cells: every first cell at once; a twin beside its first cell ends with it
+    assert simulated_makespan(chains, price, 20) == 10.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(seconds=st.lists(st.floats(min_value=0.0, max_value=1e4), min_size=7, max_size=7),
+       slots=st.integers(min_value=1, max_value=9))
+def test_the_simulated_makespan_is_within_the_list_scheduling_bounds(seconds, slots):
+    chains = stream_chains(CONFIG.expand(), Estimator())
+    cost = {chain[0].cell_id: s for chain, s in zip(chains, seconds)}
+    makespan = simulated_makespan(chains, lambda chain: cost[chain[0].cell_id], slots)
+    total, longest = sum(seconds), max(seconds)
+    lower = max(total / slots, longest)
+    assert lower - 1e-6 <= makespan <= total + 1e-6
+    # Graham (1969): list scheduling ends within (2 - 1/m) of the optimum, itself >= ``lower``
+    assert makespan <= (2 - 1 / slots) * lower + 1e-6

@@ -46,7 +46,7 @@ def grid_command(
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.files import check_output_dir
     from ragleak.grid.plan import plan_summary
-    from ragleak.grid.runner import run_grid
+    from ragleak.grid.runner import run_grid, run_workers
     from ragleak.grid.spec import budget_lines, load_grid_config
     from ragleak.grid.spec import preset as load_preset
 
@@ -70,13 +70,16 @@ def grid_command(
         from ragleak.grid.completions import observe as observed
 
         completions = observed(observe) if observe is not None else None
+        n_workers = run_workers(workers)
         if measure:
             from ragleak.rag.speed import measure_missing
 
-            measure_missing({(c.stack.model, c.stack.n_threads or 1) for c in cells},
-                            announce=lambda m, t: console.print(f"measuring {m}'s token rates on this machine "
-                                                                f"({t} thread, once; kept for later ETAs)"))
-        plan = {**plan_summary(grid, cells, completions=completions), "budgets": budget_lines(grid, cells)}
+            measure_missing({(c.stack.model, c.stack.n_threads or 1) for c in cells}, copies=n_workers,
+                            announce=lambda m, t, n: console.print(
+                                f"measuring {m}'s token rates on this machine ({t} thread"
+                                + (f", {n} copies at once" if n > 1 else "") + ", once; kept for later ETAs)"))
+        plan = {**plan_summary(grid, cells, completions=completions, workers=n_workers),
+                "budgets": budget_lines(grid, cells)}
         if as_json:
             sys.stdout.write(json.dumps(plan, indent=2) + "\n")
         else:
@@ -94,6 +97,12 @@ def grid_command(
                 console.print(f"ETA: unknown ({plan['eta_basis']['hint']})")
             else:
                 console.print(eta_line(plan), highlight=False)
+                parallel = plan["workers_eta"]
+                if parallel["workers"] > 1:
+                    console.print(f"  on {parallel['workers']} workers: " + (
+                        f"~{duration(parallel['eta_s'])} (<= {duration(parallel['eta_upper_s'])}), at the rates of "
+                        f"{parallel['workers']} models running at once {parallel['rates']}"
+                        if parallel["eta_s"] is not None else f"unknown ({parallel['hint']})"), highlight=False)
                 basis = plan["eta_basis"]
                 console.print(f"  at {basis['rates']}; prompts {basis['prompt_tokens']}; answer lengths "
                               f"{basis['completions']['source']}", highlight=False)

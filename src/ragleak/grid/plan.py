@@ -48,6 +48,7 @@ from ragleak.corpora import load_corpus
 from ragleak.defenses import defense_class
 from ragleak.errors import RagleakError
 from ragleak.grid.completions import CompletionTable, stored_table
+from ragleak.grid.schedule import simulated_makespan, stream_chains
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.tokens import QUERY_WORDS, TOKENS_PER_WORD, PromptTokenCounter, PromptTokens
 from ragleak.rag.speed import stored_speed
@@ -154,11 +155,13 @@ def distinct_streams(estimates: Iterable[CellEstimate]) -> list[CellEstimate]:
 
 
 def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
-                 completions: CompletionTable | None = None, tokens: PromptTokenCounter | None = None) -> dict:
+                 completions: CompletionTable | None = None, tokens: PromptTokenCounter | None = None,
+                 workers: int = 1) -> dict:
     """What a dry run prints: the cells; the distinct generation streams, overall and per attack
     kind (adaptive or fixed queries, single prompts or prompts carrying answers); the model calls
     and generation work of those streams; and an ETA where this machine's rates are known
-    (expected, from ``completions`` - default: the stored table - and an upper bound)."""
+    (expected, from ``completions`` - default: the stored table - and an upper bound), on one
+    worker and on ``workers`` (``workers_eta``)."""
     cells = config.expand() if cells is None else cells
     estimate = Estimator(config.audit, config.audit_fraction)
     estimates = [estimate(cell) for cell in cells]
@@ -168,8 +171,12 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
         kinds[e.kind]["cells"] += 1
     for e in streams:
         kinds[e.kind]["streams"] += 1
-    eta = EtaModel(completions if completions is not None else stored_table(), tokens or PromptTokenCounter())
+    completions = completions if completions is not None else stored_table()
+    tokens = tokens or PromptTokenCounter()
+    eta = EtaModel(completions, tokens)
     expected, upper, basis = eta(streams)
+    by_id = {cell.cell_id: e for cell, e in zip(cells, estimates)}
+    parallel = eta if workers == 1 else EtaModel(completions, tokens, workers)
     return {
         "cells": len(cells), "distinct_generation_streams": len(streams),
         "shared_by_cache": len(cells) - len(streams),
@@ -180,8 +187,29 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
         "audit": {"mode": config.audit, "fraction": config.audit_fraction},
         "model_calls_expected": round(eta.expected_calls),
         "eta_s": expected, "eta_upper_s": upper, "eta_basis": basis,
+        "workers_eta": workers_eta(cells, lambda cell: by_id[cell.cell_id], parallel, streams, workers),
         "plan": [c.label for c in cells],
     }
+
+
+def workers_eta(cells: list[CellSpec], estimate, eta: EtaModel, streams: list[CellEstimate], workers: int) -> dict:
+    """The wall-clock ETA on ``workers`` workers: the grid's cells handed out as the runner hands
+    them out (``grid.schedule``: first cells costliest first, then the twins), each stream's first
+    cell taking its seconds at the rates measured with ``workers`` models running at once."""
+    if not eta.seconds:  # a fresh model (``workers`` > 1): price the streams at its rates
+        eta(streams)
+    out: dict[str, Any] = {"workers": workers, "eta_s": None, "eta_upper_s": None,
+                           "rates": eta.rates}
+    if len(eta.seconds) < len(streams):
+        out["hint"] = (f"no rates of {workers} models running at once on this machine: "
+                       f"`ragleak grid --dry-run --workers {workers}` measures them")
+        return out
+    chains = stream_chains(cells, estimate)
+    for i, label in ((0, "eta_s"), (1, "eta_upper_s")):
+        out[label] = round(simulated_makespan(chains, lambda chain: eta.seconds[estimate(chain[0]).key][i], workers))
+    out["assumes"] = ("workers share nothing but the generation cache; a twin waits for its stream's first cell; "
+                      "generation time only")
+    return out
 
 
 @dataclass(frozen=True)
@@ -204,11 +232,16 @@ class GenerationPrice:
 
 
 class EtaModel:
-    """Seconds on one worker for a plan's streams (see the module docstring)."""
+    """Seconds on one worker for a plan's streams (see the module docstring), at the rates
+    measured with ``copies`` models running at once (one per worker); ``seconds`` keeps each
+    stream's (expected, upper) after a call."""
 
-    def __init__(self, completions: CompletionTable, tokens: PromptTokenCounter) -> None:
+    def __init__(self, completions: CompletionTable, tokens: PromptTokenCounter, copies: int = 1) -> None:
         self.completions = completions
         self.tokens = tokens
+        self.copies = copies
+        self.seconds: dict[tuple, tuple[float, float]] = {}
+        self.rates: dict[str, dict] = {}
         self._used: dict[str, dict] = {}
         self._unobserved: set[str] = set()
         self._prompts: dict[str, dict] = {}
@@ -296,6 +329,7 @@ class EtaModel:
         expected = upper = 0.0
         missing, rates = set(), {}
         self.expected_calls = 0.0
+        self.seconds = {}
         # where the time goes: per attack (expected, upper) and the expected prefill/decode split
         by_attack: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         split = [0.0, 0.0]
@@ -307,12 +341,12 @@ class EtaModel:
             self.expected_calls += t_calls * s.target_generations / max(s.target_generations + s.sequences, 1e-9) \
                 + a_calls + scored * s.likelihood_per_sentence * sentences(answer)
             threads = stack.n_threads or 1
-            speed = stored_speed(stack.model, threads)
+            speed = stored_speed(stack.model, threads, self.copies)
             if speed is None:
                 missing.add(stack.model)
                 continue
-            rates[f"{stack.model}@{threads}"] = {k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m")
-                                                 if k in speed}
+            rates[f"{stack.model}@{threads}" + (f"x{self.copies}" if self.copies > 1 else "")] = {
+                k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m") if k in speed}
             target, attacker, likelihood = self.prices(s, answer)
             t_exp, t_up = target.seconds(speed)
             a_exp, a_up = attacker.seconds(speed)
@@ -322,12 +356,14 @@ class EtaModel:
             stream_upper = t_calls_up * t_up + a_calls_up * a_up + s.queries * s.likelihood_per_sentence * l_up
             expected += stream_expected
             upper += stream_upper
+            self.seconds[s.key] = (stream_expected, stream_upper)
             by_attack[s.cell.attack][0] += stream_expected
             by_attack[s.cell.attack][1] += stream_upper
             for price, count in ((target, t_calls), (attacker, a_calls), (likelihood, passes)):
                 prefill_s, decode_s = price.expected_split(speed)
                 split[0] += count * prefill_s
                 split[1] += count * decode_s
+        self.rates = rates
         basis: dict[str, Any] = {
             "rates": rates, "prompt_tokens": self._prompts,
             "completions": {"source": self.completions.source, "used": dict(sorted(self._used.items())),
@@ -343,7 +379,9 @@ class EtaModel:
         }
         if missing:
             basis["missing"] = sorted(missing)
-            basis["hint"] = "measure this machine's rates with `ragleak models --bench` (threads 1 for grid workers)"
+            basis["hint"] = ("measure this machine's rates with `ragleak models --bench` (threads 1 for grid workers)"
+                             if self.copies == 1 else f"measure the rates of {self.copies} copies at once "
+                             f"(`ragleak grid --dry-run --workers {self.copies}` does)")
             return None, None, basis
         basis["by_attack"] = {a: {"expected_s": round(e), "upper_s": round(u)}
                               for a, (e, u) in sorted(by_attack.items(), key=lambda kv: -kv[1][0])}

@@ -121,7 +121,7 @@ def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executo
     state = Progress(total=len(cells), done=len(cells) - len(todo))
     if progress:
         progress(state)
-    workers = max(1, workers or os.cpu_count() or 1)
+    workers = run_workers(workers)
     audit = config.audit_policy()
     chains = stream_chains(todo, Estimator(config.audit, config.audit_fraction))
     # a finished grid starts no executor (a Ray cluster takes seconds to come up)
@@ -131,6 +131,11 @@ def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executo
         _run_ray(chains, str(out), workers, address, state, progress, audit)
     store.write_cells_jsonl()
     return state
+
+
+def run_workers(requested: int | None) -> int:
+    """The workers a run uses: ``requested``, else one per core (the dry run's ETA assumes the same)."""
+    return max(1, requested or os.cpu_count() or 1)
 
 
 def _run_local(chains: list[list[CellSpec]], run_dir: str, workers: int, state: Progress, progress,

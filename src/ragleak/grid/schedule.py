@@ -19,11 +19,14 @@ worker is generating and generates its next one (``RAGPipeline.answer_many``).
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from ragleak.grid.plan import CellEstimate
 from ragleak.grid.spec import CellSpec
+
+if TYPE_CHECKING:  # the plan's dry-run ETA simulates this module's dispatcher
+    from ragleak.grid.plan import CellEstimate
 
 
 def stream_chains(cells: Iterable[CellSpec], estimate: Callable[[CellSpec], CellEstimate]) -> list[list[CellSpec]]:
@@ -73,3 +76,35 @@ class ChainDispatcher:
             return None
         self._running.add(cell.cell_id)
         return cell
+
+
+def simulated_makespan(chains: list[list[CellSpec]], first_seconds: Callable[[list[CellSpec]], float],
+                       slots: int) -> float:
+    """Wall seconds for ``chains`` on ``slots`` workers handed cells by ``ChainDispatcher``: a
+    chain's first cell takes ``first_seconds(chain)``; a twin takes nothing of its own (its
+    generations are in the cache) but cannot finish before its chain's first cell (it waits on
+    that cell's claims)."""
+    dispatch = ChainDispatcher(chains, slots)
+    own = {chain[0].cell_id: first_seconds(chain) for chain in chains if chain}
+    first_of = {twin.cell_id: chain[0].cell_id for chain in chains for twin in chain[1:]}
+    ends: dict[str, float] = {}
+    running: list[tuple[float, int, CellSpec]] = []
+
+    def begin(cell: CellSpec, now: float) -> None:
+        if cell.cell_id in own:
+            end = now + own[cell.cell_id]
+        else:  # the first cell of a twin's chain always went out before it: its end is known
+            end = max(now, ends[first_of[cell.cell_id]])
+        ends[cell.cell_id] = end
+        heapq.heappush(running, (end, len(ends), cell))
+
+    for cell in dispatch.start():
+        begin(cell, 0.0)
+    makespan = 0.0
+    while running:
+        now, _, cell = heapq.heappop(running)
+        makespan = max(makespan, now)
+        nxt = dispatch.finished(cell)
+        if nxt is not None:
+            begin(nxt, now)
+    return makespan

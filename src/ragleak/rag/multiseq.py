@@ -20,12 +20,14 @@ import ctypes
 import math
 import threading
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from ragleak.errors import ModelNotInstalledError, RagleakError
+from ragleak.rag.exact_q8 import exact_copy
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -113,9 +115,15 @@ class Stopper(Protocol):
 
 
 class LlamaMultiSequence:
-    def __init__(self, model_path: Path, n_threads: int) -> None:
+    """``model_path``'s model for multi-sequence work. With ``exact_weights`` (the default) it
+    loads the verified Q8_0 copy of the file where there is one (``rag.exact_q8``: the same
+    logits bit for bit, faster several-sequence steps); ``weights`` says which it loaded."""
+
+    def __init__(self, model_path: Path, n_threads: int, exact_weights: bool = True) -> None:
         self.model_path = Path(model_path)
         self.n_threads = n_threads
+        self.exact_weights = exact_weights
+        self.weights = "not loaded"
         self.model = None
         self._lock = threading.Lock()
 
@@ -132,12 +140,13 @@ class LlamaMultiSequence:
 
         set_verbose(False)  # llama.cpp's C log goes to stderr below ERROR otherwise (as Llama(verbose=False))
         llama_cpp.llama_backend_init()
+        path, self.weights = self.model_path, "original weights"
+        if self.exact_weights:
+            path, self.weights = exact_copy(self.model_path, partial(logits_match, n_threads=self.n_threads))
         with suppress_stdout_stderr(disable=False):  # the vocab loader writes to stderr directly
-            self.model = llama_cpp.llama_model_load_from_file(
-                str(self.model_path).encode(), llama_cpp.llama_model_default_params()
-            )
+            self.model = llama_cpp.llama_model_load_from_file(str(path).encode(), llama_cpp.llama_model_default_params())
         if not self.model:
-            raise ModelNotInstalledError(f"llama.cpp could not load {self.model_path}")
+            raise ModelNotInstalledError(f"llama.cpp could not load {path}")
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
 
@@ -174,8 +183,15 @@ class LlamaMultiSequence:
     @contextmanager
     def session(self, prompts: Sequence[str], max_new_tokens: int) -> Iterator[Session]:
         self.prepare()
+        with self.session_of_tokens([self.tokenize(p) for p in prompts], max_new_tokens) as session:
+            yield session
+
+    @contextmanager
+    def session_of_tokens(self, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                          flash_attn: bool | None = None) -> Iterator[Session]:
+        self.prepare()
         with self._lock:
-            session = Session(self, [self.tokenize(p) for p in prompts], max_new_tokens)
+            session = Session(self, [list(p) for p in prompts], max_new_tokens, flash_attn=flash_attn)
             try:
                 yield session
             finally:
@@ -258,6 +274,49 @@ class LlamaMultiSequence:
             n = self.lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
             out += buf.raw[:n]
         return bytes(out)
+
+
+# a probe: short prompts of different lengths (so lock-step rows are at different positions)
+_PROBE = ["The committee met on Tuesday to review the", "Write one sentence about rivers.",
+          "List three colours:", "In 1887 the company moved its offices to a new building on",
+          "Question: what is the capital of France? Answer:", "def add(a, b):\n    return",
+          "Dear Ms. Patel, thank you for your letter of", "The patient was admitted with"]
+_PROBE_STEPS = 3
+
+
+def _probe_logits(path: Path, n_threads: int) -> list[np.ndarray]:
+    """Every logits row of the probe on ``path``: each prompt prefilled, then every prompt
+    stepping in lock-step (llama.cpp's several-column kernels), then the first prompt stepping
+    alone (its one-column kernels), always appending token 0 (the rows, not the tokens, are
+    compared); with flash attention off (as batched generation runs) and at llama.cpp's default
+    (as voting sessions run)."""
+    decoder = LlamaMultiSequence(path, n_threads, exact_weights=False)
+    try:
+        decoder.prepare()
+        prompts = [decoder.tokenize(p) for p in _PROBE]
+        rows: list[np.ndarray] = []
+        for flash_attn in (False, None):
+            with decoder.session_of_tokens(prompts, 2 * _PROBE_STEPS + 2, flash_attn=flash_attn) as session:
+                rows += [session.logits(s).copy() for s in range(session.n)]
+                for _ in range(_PROBE_STEPS):
+                    session.advance({s: 0 for s in range(session.n)})
+                    rows += [session.logits(s).copy() for s in range(session.n)]
+                for _ in range(_PROBE_STEPS):
+                    session.advance({0: 0})
+                    rows.append(session.logits(0).copy())
+        return rows
+    finally:
+        decoder.close()
+
+
+def logits_match(source: Path, copy: Path, n_threads: int) -> tuple[bool, str]:
+    """Whether ``copy`` gives the same logits as ``source`` on the probe, bit for bit."""
+    expected, got = _probe_logits(source, n_threads), _probe_logits(copy, n_threads)
+    differing = sum(not np.array_equal(a, b) for a, b in zip(expected, got))
+    if len(expected) != len(got) or differing:
+        worst = max(float(np.max(np.abs(a - b))) for a, b in zip(expected, got))
+        return False, f"{differing} of {len(expected)} probe logit rows differ (largest difference {worst:.3g})"
+    return True, f"{len(expected)} probe logit rows bit-identical"
 
 
 def decoder_for(generator, current: "LlamaMultiSequence | None" = None) -> LlamaMultiSequence:

@@ -1,6 +1,12 @@
 """Measure a model's prefill and decode speed on this machine (for `ragleak models --bench`), and
 keep the last measurement per model and thread count in ``RAGLEAK_HOME/speed.json``, where the
-grid's dry-run reads it for its ETA."""
+grid's dry-run reads it for its ETA.
+
+A grid on W workers runs W models at once, which share the memory bus and caches: each runs
+slower than one alone. So the rates a W-worker ETA uses are measured the same way, W copies at
+once (``measure_concurrent``: each copy loads and warms up, then all time the same work together),
+and kept beside the one-copy rates (key ``"1x2"``: one thread, two copies).
+"""
 
 from __future__ import annotations
 
@@ -21,11 +27,12 @@ _PASSAGE = (
 )
 
 
-def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int = 64) -> dict:
+def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int = 64, barrier=None) -> dict:
     """Prefill tok/s on a ~300-token RAG-like prompt, decode tok/s over ``decode_tokens`` forced tokens.
 
     Decoding uses ``max_tokens`` with the end-of-turn stop disabled by asking for a long answer;
-    the reported rate divides by the tokens actually produced.
+    the reported rate divides by the tokens actually produced. ``barrier``: waited on after the
+    warm-up, so that concurrent copies time the same work together.
     """
     gen = LlamaCppGenerator(model, n_threads=n_threads, params=DecodingParams(max_tokens=decode_tokens))
     t0 = time.perf_counter()
@@ -37,6 +44,8 @@ def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int =
     ])
     n_prompt = len(gen.tokenize(prompt))
     gen.complete(prompt, DecodingParams(max_tokens=1))  # warm-up: first call in a process is slow
+    if barrier is not None:
+        barrier.wait()
     t0 = time.perf_counter()
     gen.complete(prompt, DecodingParams(max_tokens=1))
     prefill_s = time.perf_counter() - t0
@@ -56,6 +65,43 @@ def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int =
     }
 
 
+def _measure_copy(model: str, n_threads: int, barrier, results) -> None:
+    try:
+        results.put(measure_speed(model, n_threads, barrier=barrier))
+    except BaseException as exc:  # the parent reports it; a copy that dies must not hang the others
+        barrier.abort()
+        results.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def measure_concurrent(model: str, n_threads: int, copies: int) -> dict:
+    """Rates of ``copies`` processes measuring ``model`` at once (each on ``n_threads``): the mean
+    of their prefill and decode rates, as a grid's worker sees them beside the others."""
+    if copies == 1:
+        return measure_speed(model, n_threads)
+    from multiprocessing import get_context
+
+    ctx = get_context("spawn")
+    barrier, results = ctx.Barrier(copies), ctx.Queue()
+    procs = [ctx.Process(target=_measure_copy, args=(model, n_threads, barrier, results)) for _ in range(copies)]
+    for proc in procs:
+        proc.start()
+    rows = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    failed = [r["error"] for r in rows if "error" in r]
+    if failed:
+        raise RuntimeError(f"measuring {model} in {copies} copies at once failed: {failed[0]}")
+    return {**rows[0], "copies": copies,
+            "prefill_tok_s": round(sum(r["prefill_tok_s"] for r in rows) / copies, 1),
+            "decode_tok_s": round(sum(r["decode_tok_s"] for r in rows) / copies, 1),
+            "per_copy": [{k: r[k] for k in ("prefill_tok_s", "decode_tok_s")} for r in rows]}
+
+
+def speed_key(n_threads: int, copies: int = 1) -> str:
+    """``"1"``: one thread alone; ``"1x2"``: one thread each, two copies at once."""
+    return str(n_threads) if copies == 1 else f"{n_threads}x{copies}"
+
+
 def speed_file() -> Path:
     return ragleak_home() / "speed.json"
 
@@ -69,38 +115,40 @@ def _stored() -> dict:
 
 
 def save_speed(model: str, measured: dict) -> None:
-    """Keep ``measured`` (a ``measure_speed`` result) as this machine's rate for ``model``."""
+    """Keep ``measured`` (a ``measure_speed`` or ``measure_concurrent`` result) as this machine's
+    rate for ``model``."""
     data = _stored()
     stamped = {**measured, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    data.setdefault(model, {})[str(measured["threads"])] = stamped
+    data.setdefault(model, {})[speed_key(measured["threads"], measured.get("copies", 1))] = stamped
     speed_file().parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(speed_file(), json.dumps(data, indent=2, sort_keys=True))
 
 
-def stored_speed(model: str, n_threads: int = 1) -> dict | None:
-    """The last measured rates of ``model`` at ``n_threads`` on this machine, or None."""
-    row = _stored().get(model, {}).get(str(n_threads))
+def stored_speed(model: str, n_threads: int = 1, copies: int = 1) -> dict | None:
+    """The last measured rates of ``model`` at ``n_threads`` (``copies`` at once) on this
+    machine, or None."""
+    row = _stored().get(model, {}).get(speed_key(n_threads, copies))
     ok = isinstance(row, dict) and all(isinstance(row.get(k), (int, float)) and row[k] > 0
                                        for k in ("prefill_tok_s", "decode_tok_s"))
     return row if ok else None
 
 
-def measure_missing(models: set[tuple[str, int]], announce=None) -> dict[str, str]:
+def measure_missing(models: set[tuple[str, int]], announce=None, copies: int = 1) -> dict[str, str]:
     """Measure and keep the rates of every installed ``(model, threads)`` with no stored
-    measurement (a dry run's ETA needs them; about 10-30 s per model). Returns what was left
-    unmeasured and why (not installed)."""
+    measurement, alone and, for ``copies`` > 1, that many at once (a dry run's ETA needs them;
+    about 10-30 s each). Returns what was left unmeasured and why (not installed)."""
     from ragleak.rag.models import MODELS, is_installed
 
     skipped = {}
-    for model, threads in sorted(models):
-        if stored_speed(model, threads) is not None:
+    for model, threads, n in sorted({(m, t, c) for m, t in models for c in {1, copies}}):
+        if stored_speed(model, threads, n) is not None:
             continue
         spec = MODELS.get(model)
         if spec is None or not is_installed(spec):
             skipped[model] = "not installed"
             continue
         if announce is not None:
-            announce(model, threads)
-        save_speed(model, measure_speed(model, n_threads=threads))
+            announce(model, threads, n)
+        save_speed(model, measure_concurrent(model, threads, n))
     return skipped
 
