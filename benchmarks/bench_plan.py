@@ -15,7 +15,8 @@ shared, so both are reported); the prediction uses the first. The expected ETA u
 completion table (measured on other attacks' runs on synthetic-email: out of sample here) and,
 separately, the run's own observations (``--observe``: in sample, the estimator's best case).
 
-    PYTHONPATH=src RAGLEAK_THREADS=1 nice -n 15 .venv/bin/python benchmarks/bench_plan.py [--budget 4]
+    PYTHONPATH=src RAGLEAK_THREADS=1 nice -n 15 .venv/bin/python benchmarks/bench_plan.py [--budget 4] \\
+        [--attacks ps,mi] [--defenses none,dp-retrieval]
 """
 
 from __future__ import annotations
@@ -39,11 +40,13 @@ from ragleak.rag.speed import measure_speed
 OUT = Path(__file__).resolve().parent / "results" / f"bench_plan-{date.today().isoformat()}.json"
 
 
-def config(budget: int):
+def config(budget: int, attacks: list[str], defenses: list[str]):
     return grid_from_dict({
-        "name": "bench-plan", "attacks": ["ps", "mi"], "defenses": ["none", "dp-retrieval"],
+        "name": "bench-plan", "attacks": attacks, "defenses": defenses,
         "corpora": ["synthetic-corp"], "modes": ["single"], "epsilons": [1.0], "budget": budget, "audit": "off",
-        "attack_params": {"ps": GENERAL_POOL, "mi": {"n_members": 2, "n_nonmembers": 2, "kb_size": 10}},
+        "attack_params": {a: params for a, params in (("ps", GENERAL_POOL),
+                                                      ("mi", {"n_members": 2, "n_nonmembers": 2, "kb_size": 10}))
+                          if a in attacks},
         "corpus_params": {"synthetic-corp": {"n_docs": 30}},
         "stack": {"n_threads": 1},
     })
@@ -58,19 +61,31 @@ def old_eta(plan: dict, grid, speed: dict) -> float:
 
 def predict(grid, speed: dict, completions=None) -> dict:
     original = plan_module.stored_speed
-    plan_module.stored_speed = lambda model, threads=1: speed  # this run's rates, not the home's file
+    plan_module.stored_speed = lambda model, threads=1, copies=1: speed  # this run's rates, not the home's file
     try:
         return plan_summary(grid, completions=completions)
     finally:
         plan_module.stored_speed = original
 
 
+def by_defense(grid, defense: str, speed: dict, cells: list[dict]) -> dict:
+    alone = grid.model_copy(update={"defenses": [defense]})
+    plan = predict(alone, speed)
+    generation_s = sum(c["timings"].get("generation_s") or 0.0 for c in cells if c["spec"]["defense"] == defense)
+    return {"eta_expected_s": plan["eta_s"], "eta_upper_s": plan["eta_upper_s"], "generation_s": round(generation_s, 1),
+            "expected_over_generation_s": round(plan["eta_s"] / generation_s, 3) if generation_s else None,
+            "upper_over_generation_s": round(plan["eta_upper_s"] / generation_s, 3) if generation_s else None}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=int, default=4)
+    ap.add_argument("--attacks", default="ps,mi")
+    ap.add_argument("--defenses", default="none,dp-retrieval",
+                    help="e.g. none,private-rag,dp-vote: checks the pricing of voting defenses' answers")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
-    grid = config(args.budget)
+    grid = config(args.budget, args.attacks.split(","), args.defenses.split(","))
     before = measure_speed(DEFAULT_MODEL, n_threads=1)
     t0 = time.perf_counter()
     plan = predict(grid, before)
@@ -109,6 +124,9 @@ def main() -> None:
         "stored_table": ratios(plan),
         "observed_in_sample": ratios(in_sample),
         "old_formula": {"eta_s": round(legacy), "over_generation_s": round(legacy / generation_s, 3)},
+        # per defense: the plan of that defense's cells alone against their generation time
+        # (a voting defense's answers are priced by its VotingShape, not as plain generations)
+        "by_defense": {d: by_defense(grid, d, before, cells) for d in grid.defenses},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

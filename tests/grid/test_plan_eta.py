@@ -155,13 +155,26 @@ def test_without_rates_there_is_no_breakdown(tmp_path, monkeypatch):
     assert "by_attack" not in plan["eta_basis"] and "expected_split_s" not in plan["eta_basis"]
 
 
-def test_a_voting_defense_pays_each_of_its_sequences(rates, tmp_path):
+def test_a_voting_defense_pays_each_prompt_its_share_of_the_passages_and_each_lock_step(rates, tmp_path):
     config = GridConfig(attacks=["ps"], defenses=["private-rag"], budget=3, audit="off",
-                        defense_params={"private-rag": {"voters": 4}}, **CORPUS)
+                        defense_params={"private-rag": {"voters": 4, "max_new_tokens": 12}}, **CORPUS)
     count = PromptTokenCounter(tmp_path / "t.json", count=words)
-    prompt = prompt_of(config, count)
+    counted = count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack)
+    # 4 voters of one passage each and the public prompt (none): 5 frames and 4 passages prefilled;
+    # the answer (20 tokens observed) stops at the defense's 12 new tokens: 12 steps of 5 sequences
+    prefill = 5 * counted.frame_tokens + 4 * counted.passage_tokens
     plan = plan_summary(config, completions=table(ps=[20]), tokens=count)
-    assert plan["eta_s"] == round(3 * 5 * (prompt / PREFILL + 20 / DECODE))  # 4 voters + the public sequence
+    assert plan["eta_s"] == round(3 * (prefill / PREFILL + 5 * 12 / DECODE))
+    assert plan["eta_upper_s"] == plan["eta_s"]  # 12 < 20: the cap is the expectation
+    short = plan_summary(config, completions=table(ps=[8]), tokens=count)
+    assert short["eta_s"] == round(3 * (prefill / PREFILL + 5 * 8 / DECODE))
+    assert plan["model_calls_expected"] == 0  # sequences are decoding, not model calls (audit off)
+    # dp-vote deals its k documents into the voters' prompts
+    config = GridConfig(attacks=["ps"], defenses=["dp-vote"], budget=2, audit="off",
+                        defense_params={"dp-vote": {"voters": 2, "k": 6, "max_new_tokens": 4}}, **CORPUS)
+    plan = plan_summary(config, completions=table(ps=[20]), tokens=count)
+    prefill = 3 * counted.frame_tokens + 6 * counted.passage_tokens
+    assert plan["eta_s"] == round(2 * (prefill / PREFILL + 3 * 4 / DECODE))
 
 
 _COUNT = PromptTokenCounter(Path("/nonexistent/t.json"), count=words)

@@ -37,6 +37,19 @@ if TYPE_CHECKING:
     from ragleak.rag.index import PassageIndex
 
 
+class VotingShape(BaseModel):
+    """One answer of a voting defense, as the dry run prices it: ``prompts`` sequences (the
+    voters' and a public one) prefilled one by one in one context, holding ``passages`` retrieved
+    passages between them (each passage reaches one prompt; the public prompt none), then at most
+    ``max_new_tokens`` lock-step steps of every sequence."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompts: int
+    passages: int
+    max_new_tokens: int
+
+
 class DefenseParams(BaseModel):
     """Parameters of a defense: frozen and JSON-round-trippable, so a cell spec is hashable."""
 
@@ -80,10 +93,10 @@ class Defense:
     def postprocess(self, query: str, answer: str, passages: list[Passage]) -> str:
         return answer
 
-    def generation_cost(self) -> float:
-        """Plain generations' worth of decoding one query costs, for the dry-run's ETA: 1 for the
-        plain generator; a voting defense decodes its voters' sequences and a public one."""
-        return 1.0
+    def voting(self) -> "VotingShape | None":
+        """How this defense decodes an answer when it replaces ``generate`` with lock-step voting
+        (for the dry-run's ETA); None: the plain generator's one generation."""
+        return None
 
     def guarantee(self) -> Guarantee:
         """The privacy guarantee this defense claims, in three slots. The baseline claims none."""

@@ -42,7 +42,7 @@ from pydantic import Field
 
 from ragleak.accounting.guarantee import Assumption, DocumentUnit, Guarantee, PerResponse
 from ragleak.defenses._vote import SparseVoteReleaser, VoteReleaser, candidate_domain, vote_histogram
-from ragleak.defenses.base import Defense, DefenseParams
+from ragleak.defenses.base import Defense, DefenseParams, VotingShape
 from ragleak.defenses.corpus_pool import CorpusPool
 from ragleak.rag.generator import Generator
 from ragleak.rag.multiseq import LlamaMultiSequence, decoder_for
@@ -124,8 +124,9 @@ class DPVote(Defense):
         self.last_release = {"tokens": len(tokens), "private_releases": releaser.private_releases}
         return decoder.detokenize(tokens).strip()
 
-    def generation_cost(self) -> float:
-        return float(self.params.voters + 1)  # the voters' sequences and the public one, decoded together
+    def voting(self) -> VotingShape:
+        p = self.params  # the k documents dealt into the voters' prompts, and the public prompt
+        return VotingShape(prompts=p.voters + 1, passages=p.k, max_new_tokens=p.max_new_tokens)
 
     def guarantee(self) -> Guarantee:
         p = self.params

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragleak.accounting.filters import DocumentFilter
 from ragleak.accounting.guarantee import Assumption, DocumentUnit, Guarantee, PerDocumentFilter
-from ragleak.defenses.base import Defense, DefenseParams
+from ragleak.defenses.base import Defense, DefenseParams, VotingShape
 from ragleak.defenses.corpus_pool import CorpusPool
 from ragleak.defenses.private_generation import VoteSettings, private_answer
 from ragleak.rag.generator import Generator
@@ -120,8 +120,9 @@ class PrivateRAG(Defense):
         return {"log": [entry.model_dump(mode="json") for entry in self.log],
                 "retired": len(self.filter.retired()), "truncated_queries": self.truncated_queries}
 
-    def generation_cost(self) -> float:
-        return float(self.params.voters + 1)  # the voters' sequences and the public one, decoded together
+    def voting(self) -> VotingShape:
+        p = self.params  # one passage per voter (at most: fewer relevant documents leave slots empty), the public prompt
+        return VotingShape(prompts=p.voters + 1, passages=p.voters, max_new_tokens=p.max_new_tokens)
 
     def guarantee(self) -> Guarantee:
         p = self.params

@@ -16,7 +16,7 @@ stream when they send the same queries through the same generation path:
 Estimates, stated as such: queries per cell are the budget (or the attack's default for the
 cell's corpus); model calls are the target's plain generations, the attack's own calls per query
 (``StreamShape.attacker_calls_per_query``) and the audit's reference generations under the run's
-``--audit`` policy; a voting defense decodes ``Defense.generation_cost()`` sequences per query.
+``--audit`` policy; a voting defense decodes ``Defense.voting().prompts`` sequences per query.
 
 The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the stack's model:
 
@@ -26,7 +26,10 @@ The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the
   decoding as long as that attack's answers were observed to be (``grid.completions``: a run
   given with ``--observe``, else the table measured on this project's runs); an attacker call at
   its observed length, else at its decode cap (``StreamShape.attacker_max_tokens``); a voting
-  defense's sequences each at the target's price; and, where the observations hold the attack's
+  defense's answer as its ``VotingShape``: each of its prompts prefilled (the frame, and its share of
+  the passages dealt to the voters), then its lock-step steps priced as one decoded token per
+  sequence (no credit for batching), as long as the attack's answers but at most the defense's
+  ``max_new_tokens``; and, where the observations hold the attack's
   cells, only the share of its budget it sent, with its observed attacker calls per query;
 * *upper bound*: the same prompts, every decode run to its cap (``max_tokens``), every query of
   the budget sent, attacker calls at the larger of the declared and observed rate.
@@ -46,6 +49,7 @@ from ragleak.attacks import ATTACKS
 from ragleak.attacks.base import MULTI_TURNS, Attack, StreamShape
 from ragleak.corpora import load_corpus
 from ragleak.defenses import defense_class
+from ragleak.defenses.base import VotingShape
 from ragleak.errors import RagleakError
 from ragleak.grid.completions import CompletionTable, stored_table
 from ragleak.grid.schedule import simulated_makespan, stream_chains
@@ -114,12 +118,13 @@ class CellEstimate:
     model_calls: float
     generations: float  # plain generations' worth of decoding
     target_generations: float = 0.0  # plain target generations (audit references included)
-    sequences: float = 0.0  # sequences a voting defense decodes (Defense.generation_cost per query)
+    sequences: float = 0.0  # sequences a defense replacing generate decodes (its VotingShape's prompts per query)
     attacker_calls: float = 0.0
     attacker_max_tokens: int | None = None  # None: the stack's max_tokens
     carries_answers: bool = False
     likelihood_passes: float = 0.0  # the attack's prefill-only passes over answer sentences, at the cap
     likelihood_per_sentence: float = 0.0  # StreamShape.likelihood_passes_per_sentence
+    voting: VotingShape | None = None  # how a voting defense decodes an answer
 
 
 class Estimator:
@@ -137,12 +142,13 @@ class Estimator:
         own = defense.overrides("generate")
         target = queries * (self.references if own else 1.0)
         attacker = queries * shape.attacker_calls_per_query
-        sequences = queries * defense.generation_cost() if own else 0.0
+        voting = defense.voting() if own else None
+        sequences = queries * (voting.prompts if voting is not None else 1.0) if own else 0.0
         per_sentence = shape.likelihood_passes_per_sentence
         likelihood = queries * per_sentence * sentences(cell.stack.decoding.max_tokens)
         return CellEstimate(cell, stream_key(cell, shape), stream_kind(shape), queries, target + attacker + likelihood,
                             target + attacker + sequences, target, sequences, attacker,
-                            shape.attacker_max_tokens, shape.carries_answers, likelihood, per_sentence)
+                            shape.attacker_max_tokens, shape.carries_answers, likelihood, per_sentence, voting)
 
 
 def distinct_streams(estimates: Iterable[CellEstimate]) -> list[CellEstimate]:
@@ -269,9 +275,11 @@ class EtaModel:
                              "at_cap": stats.at_cap}
         return min(stats.completion_mean, float(cap))
 
-    def prices(self, s: CellEstimate, answer: float) -> tuple[GenerationPrice, GenerationPrice, GenerationPrice]:
-        """(a target generation, an attacker call, an answer's likelihood passes) of stream ``s``
-        whose target answers are expected ``answer`` tokens long (``_completion``)."""
+    def prices(self, s: CellEstimate, answer: float) -> tuple[GenerationPrice, GenerationPrice, GenerationPrice,
+                                                              GenerationPrice | None]:
+        """(a target generation, an attacker call, an answer's likelihood passes, one sequence of a
+        voting defense's answer or None) of stream ``s`` whose target answers are expected
+        ``answer`` tokens long (``_completion``)."""
         cell, stack = s.cell, s.cell.stack
         cap = stack.decoding.max_tokens
         counted = self._prompt_tokens(cell)
@@ -283,6 +291,15 @@ class EtaModel:
             query = QUERY_WORDS * TOKENS_PER_WORD  # an earlier question in the history
         history = HISTORY_TURNS if s.carries_answers else 0.0
         prompt_upper = base + history * (query + cap)
+        voted = None
+        if s.voting is not None:  # its prompts are built afresh (no prefix reuse), its answers short
+            v = s.voting
+            passage = counted.passage_tokens if counted is not None else TOKENS_PER_WORD * stack.chunk_words
+            own = frame + v.passages / v.prompts * passage  # a prompt's frame and its share of the passages
+            steps = min(answer, float(v.max_new_tokens))
+            voted = GenerationPrice(prompt=own + history * (query + steps), completion=steps,
+                                    prompt_upper=own + history * (query + v.max_new_tokens),
+                                    completion_upper=v.max_new_tokens)
         if stack.decoding.reuse_prefix:
             # the prefix-reuse mode keeps the system message's state from the call before, and a
             # conversation's history but its last exchange: a turn after the first prefills that
@@ -304,7 +321,7 @@ class EtaModel:
         # context) and that sentence, decoding nothing (priced per answer)
         likelihood = GenerationPrice(prompt=sentences(answer) * frame + answer, completion=0.0,
                                      prompt_upper=sentences(cap) * frame + cap, completion_upper=0.0)
-        return target, attacker, likelihood
+        return target, attacker, likelihood, voted
 
     def calls(self, s: CellEstimate, answer: float) -> tuple[float, float, float, float, float]:
         """(target-side, attacker) calls of stream ``s``: expected, then upper, then the expected
@@ -338,8 +355,8 @@ class EtaModel:
             answer = self._completion(s.cell.attack, "target", stack.model, stack.decoding.max_tokens)
             t_calls, a_calls, t_calls_up, a_calls_up, scored = self.calls(s, answer)
             # a voting defense's sequences are decoding work, not model calls
-            self.expected_calls += t_calls * s.target_generations / max(s.target_generations + s.sequences, 1e-9) \
-                + a_calls + scored * s.likelihood_per_sentence * sentences(answer)
+            plain = s.target_generations / max(s.target_generations + s.sequences, 1e-9)
+            self.expected_calls += t_calls * plain + a_calls + scored * s.likelihood_per_sentence * sentences(answer)
             threads = stack.n_threads or 1
             speed = stored_speed(stack.model, threads, self.copies)
             if speed is None:
@@ -347,19 +364,23 @@ class EtaModel:
                 continue
             rates[f"{stack.model}@{threads}" + (f"x{self.copies}" if self.copies > 1 else "")] = {
                 k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m") if k in speed}
-            target, attacker, likelihood = self.prices(s, answer)
+            target, attacker, likelihood, voted = self.prices(s, answer)
+            sequence = voted or target  # a defense replacing generate without voting: a plain generation
             t_exp, t_up = target.seconds(speed)
+            v_exp, v_up = sequence.seconds(speed)
             a_exp, a_up = attacker.seconds(speed)
             l_exp, l_up = likelihood.seconds(speed)
             passes = scored * s.likelihood_per_sentence
-            stream_expected = t_calls * t_exp + a_calls * a_exp + passes * l_exp
-            stream_upper = t_calls_up * t_up + a_calls_up * a_up + s.queries * s.likelihood_per_sentence * l_up
+            stream_expected = t_calls * (plain * t_exp + (1 - plain) * v_exp) + a_calls * a_exp + passes * l_exp
+            stream_upper = (t_calls_up * (plain * t_up + (1 - plain) * v_up) + a_calls_up * a_up
+                            + s.queries * s.likelihood_per_sentence * l_up)
             expected += stream_expected
             upper += stream_upper
             self.seconds[s.key] = (stream_expected, stream_upper)
             by_attack[s.cell.attack][0] += stream_expected
             by_attack[s.cell.attack][1] += stream_upper
-            for price, count in ((target, t_calls), (attacker, a_calls), (likelihood, passes)):
+            for price, count in ((target, t_calls * plain), (sequence, t_calls * (1 - plain)), (attacker, a_calls),
+                                 (likelihood, passes)):
                 prefill_s, decode_s = price.expected_split(speed)
                 split[0] += count * prefill_s
                 split[1] += count * decode_s
@@ -371,8 +392,8 @@ class EtaModel:
                             "calls_used": dict(sorted(self._calls_used.items()))},
             "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved), "
                        "observed share of the budget sent and attacker calls per query (declared where unobserved); "
-                       "upper bound: every decode to its cap; a voting defense's sequences at a target "
-                       "generation's price; a likelihood pass per answer sentence (one per "
+                       "upper bound: every decode to its cap; a voting defense's prompts each prefilled with its "
+                       "share of the passages, its lock-step steps at one decoded token per sequence; a likelihood pass per answer sentence (one per "
                        f"{TOKENS_PER_SENTENCE:.0f} answer tokens, at least one) at the prefill of its prompt "
                        "and that sentence; "
                        "one worker, generation time only",
