@@ -73,21 +73,29 @@ def _measure_copy(model: str, n_threads: int, barrier, results) -> None:
         results.put({"error": f"{type(exc).__name__}: {exc}"})
 
 
-def measure_concurrent(model: str, n_threads: int, copies: int) -> dict:
+def measure_concurrent(model: str, n_threads: int, copies: int, timeout_s: float = 600.0) -> dict:
     """Rates of ``copies`` processes measuring ``model`` at once (each on ``n_threads``): the mean
-    of their prefill and decode rates, as a grid's worker sees them beside the others."""
+    of their prefill and decode rates, as a grid's worker sees them beside the others. A copy that
+    dies (or a measurement past ``timeout_s``) is an error, never a hang."""
     if copies == 1:
         return measure_speed(model, n_threads)
+    import queue
     from multiprocessing import get_context
 
     ctx = get_context("spawn")
-    barrier, results = ctx.Barrier(copies), ctx.Queue()
+    barrier, results = ctx.Barrier(copies, timeout=timeout_s), ctx.Queue()
     procs = [ctx.Process(target=_measure_copy, args=(model, n_threads, barrier, results)) for _ in range(copies)]
     for proc in procs:
         proc.start()
-    rows = [results.get() for _ in procs]
-    for proc in procs:
-        proc.join()
+    try:
+        rows = [results.get(timeout=timeout_s) for _ in procs]
+    except queue.Empty:
+        rows = [{"error": f"no result within {timeout_s:.0f} s (exit codes {[p.exitcode for p in procs]})"}]
+    finally:
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
     failed = [r["error"] for r in rows if "error" in r]
     if failed:
         raise RuntimeError(f"measuring {model} in {copies} copies at once failed: {failed[0]}")
