@@ -114,15 +114,20 @@ class Stopper(Protocol):
     def push(self, token: int) -> bool: ...
 
 
-class LlamaMultiSequence:
-    """``model_path``'s model for multi-sequence work. With ``exact_weights`` (the default) it
-    loads the verified Q8_0 copy of the file where there is one (``rag.exact_q8``: the same
-    logits bit for bit, faster several-sequence steps); ``weights`` says which it loaded."""
+# whether decoders load the verified Q8_0 copy by default (a benchmark compares both)
+EXACT_WEIGHTS = True
 
-    def __init__(self, model_path: Path, n_threads: int, exact_weights: bool = True) -> None:
+
+class LlamaMultiSequence:
+    """``model_path``'s model for multi-sequence work. With ``exact_weights`` (default
+    ``EXACT_WEIGHTS``) it loads the verified Q8_0 copy of the file where there is one
+    (``rag.exact_q8``: the same logits bit for bit, faster several-sequence steps); ``weights``
+    says which it loaded."""
+
+    def __init__(self, model_path: Path, n_threads: int, exact_weights: bool | None = None) -> None:
         self.model_path = Path(model_path)
         self.n_threads = n_threads
-        self.exact_weights = exact_weights
+        self.exact_weights = EXACT_WEIGHTS if exact_weights is None else exact_weights
         self.weights = "not loaded"
         self.model = None
         self._lock = threading.Lock()
