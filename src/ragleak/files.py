@@ -6,7 +6,9 @@ import hashlib
 import importlib.util
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 from ragleak.errors import ConfigError
 
@@ -56,19 +58,27 @@ def ragleak_home() -> Path:
     return Path(os.environ.get("RAGLEAK_HOME", Path.home() / ".cache" / "ragleak"))
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and a rename."""
+@contextmanager
+def atomic_writer(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that becomes ``path`` when the ``with`` block ends without an error (a temp
+    file in the same folder, synced and renamed); on an error nothing is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder and a rename."""
+    with atomic_writer(path) as f:
+        f.write(data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -28,14 +28,13 @@ import logging
 import math
 import os
 import struct
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable
 
 import numpy as np
 
-from ragleak.files import atomic_write_text, ragleak_home
+from ragleak.files import atomic_write_text, atomic_writer, ragleak_home
 
 log = logging.getLogger(__name__)
 
@@ -161,31 +160,22 @@ def rewrite_q5_0_as_q8_0(source: Path, target: Path) -> int:
         out_tensors.append(info)
         offset += info.n_bytes()
         offset += (-offset) % layout.alignment
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-            out.write(GGUF_MAGIC + struct.pack("<IQQ", 3, len(out_tensors), layout.n_metadata) + layout.metadata)
-            for t in out_tensors:
-                out.write(struct.pack("<Q", len(t.name)) + t.name + struct.pack("<I", len(t.dims)))
-                out.write(struct.pack(f"<{len(t.dims)}Q", *t.dims) + struct.pack("<IQ", t.ggml_type, t.offset))
-            out.write(b"\0" * ((-out.tell()) % layout.alignment))
-            data_start = out.tell()
-            for old, new in zip(layout.tensors, out_tensors):
-                src.seek(layout.data_start + old.offset)
-                raw = src.read(old.n_bytes())
-                if len(raw) != old.n_bytes():
-                    raise GGUFLayoutError(f"{source}: tensor {old.name!r} runs past the end of the file")
-                if old.ggml_type == TYPE_Q5_0:
-                    raw = q5_0_to_q8_0(np.frombuffer(raw, dtype=np.uint8)).tobytes()
-                out.write(b"\0" * (data_start + new.offset - out.tell()))
-                out.write(raw)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(target) as out, open(source, "rb") as src:
+        out.write(GGUF_MAGIC + struct.pack("<IQQ", 3, len(out_tensors), layout.n_metadata) + layout.metadata)
+        for t in out_tensors:
+            out.write(struct.pack("<Q", len(t.name)) + t.name + struct.pack("<I", len(t.dims)))
+            out.write(struct.pack(f"<{len(t.dims)}Q", *t.dims) + struct.pack("<IQ", t.ggml_type, t.offset))
+        out.write(b"\0" * ((-out.tell()) % layout.alignment))
+        data_start = out.tell()
+        for old, new in zip(layout.tensors, out_tensors):
+            src.seek(layout.data_start + old.offset)
+            raw = src.read(old.n_bytes())
+            if len(raw) != old.n_bytes():
+                raise GGUFLayoutError(f"{source}: tensor {old.name!r} runs past the end of the file")
+            if old.ggml_type == TYPE_Q5_0:
+                raw = q5_0_to_q8_0(np.frombuffer(raw, dtype=np.uint8)).tobytes()
+            out.write(b"\0" * (data_start + new.offset - out.tell()))
+            out.write(raw)
     return sum(t.ggml_type == TYPE_Q5_0 for t in layout.tensors)
 
 
