@@ -29,6 +29,7 @@ def test_the_verified_copy_is_what_multi_sequence_decoding_loads(source):
     verdict = json.loads(path.with_suffix(".verdict.json").read_text())
     assert verdict["exact"] and verdict["tensors_rewritten"] == 133
     assert {t.ggml_type for t in read_layout(path).tensors} >= {TYPE_Q8_0}
+    assert (verdict["copy_size"], verdict["copy_mtime_ns"]) == (path.stat().st_size, path.stat().st_mtime_ns)
     decoder = LlamaMultiSequence(source, 1)
     try:
         decoder.prepare()
@@ -64,3 +65,13 @@ def test_a_copy_that_differs_is_caught_and_not_used(source, tmp_path, monkeypatc
     assert compared == [(source, copy_path(source))]
     assert json.loads(copy_path(source).with_suffix(".verdict.json").read_text())["exact"] is False
     assert exact_copy(source, differs) == (source, why) and len(compared) == 1  # the verdict is kept
+    # a verified copy changed afterwards is checked again
+    monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path / "home2"))
+    same = []
+    path, why = exact_copy(source, lambda a, b: same.append(b) or (True, "probe rows equal"))
+    assert path == copy_path(source) and len(same) == 1
+    assert exact_copy(source, lambda a, b: same.append(b) or (True, "probe rows equal"))[0] == path and len(same) == 1
+    with open(path, "r+b") as f:  # the copy touched after its check
+        f.seek(0, 2)
+        f.write(b"\0")
+    assert exact_copy(source, lambda a, b: same.append(b) or (True, "probe rows equal"))[0] == path and len(same) == 2

@@ -16,8 +16,9 @@ so the one-at-a-time generator keeps the original file.
 The equality is a property of one llama.cpp build on one CPU (another architecture's kernels may
 sum in another order), so it is checked, not assumed: ``exact_copy`` compares both files' logits
 bit for bit on a probe (``rag.multiseq.logits_match``: one sequence stepping alone, and several
-in lock-step) and hands out the copy only when every row matches. The verdict is kept beside the copy, keyed by the source file,
-the llama.cpp version and the CPU features it was built for; anything else falls back to the
+in lock-step) and hands out the copy only when every row matches. The verdict is kept beside the
+copy, keyed by the source file, the copy file as it was checked, the llama.cpp version and the CPU
+features it was built for; anything else checks again, and any failure falls back to the
 original file, with the reason logged.
 """
 
@@ -191,6 +192,8 @@ class CopyVerdict:
     tensors_rewritten: int
     exact: bool
     detail: str
+    copy_size: int = -1  # the copy as it was checked (a copy changed since is checked again)
+    copy_mtime_ns: int = -1
 
 
 def _build_key() -> tuple[str, str]:
@@ -198,6 +201,15 @@ def _build_key() -> tuple[str, str]:
 
     info = llama_cpp.llama_print_system_info()
     return llama_cpp.__version__, info.decode() if isinstance(info, bytes) else str(info)
+
+
+def _file_key(path: Path) -> tuple[int, int]:
+    """(size, mtime) of ``path``, (-2, -2) when it is missing (never a stored key)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return -2, -2
+    return stat.st_size, stat.st_mtime_ns
 
 
 def copy_path(source: Path) -> Path:
@@ -224,18 +236,21 @@ def exact_copy(source: Path, compare: Callable[[Path, Path], tuple[bool, str]]) 
     try:
         verdict = CopyVerdict(**json.loads(stamp.read_text(encoding="utf-8")))
         known = (verdict.source, verdict.source_size, verdict.source_mtime_ns, verdict.llama_cpp,
-                 verdict.system_info) == key and (target.exists() or not verdict.exact)
+                 verdict.system_info) == key and (not verdict.exact or _file_key(target) == (
+                     verdict.copy_size, verdict.copy_mtime_ns))
     except (OSError, ValueError, TypeError):
         known = False
     if not known:
         try:
             rewritten = rewrite_q5_0_as_q8_0(source, target)
+            copy_size, copy_mtime_ns = _file_key(target)
             exact, detail = compare(source, target)
+            verdict = CopyVerdict(str(source), stat.st_size, stat.st_mtime_ns, version, system_info, rewritten, exact,
+                                  detail, copy_size, copy_mtime_ns)
+            atomic_write_text(stamp, json.dumps(asdict(verdict), indent=2))
         except Exception as exc:  # no copy, or no verdict: the original file is always correct
             log.warning("no Q8_0 copy of %s (%s); multi-sequence decoding reads the original", source.name, exc)
             return source, f"original weights ({type(exc).__name__}: {exc})"
-        verdict = CopyVerdict(str(source), stat.st_size, stat.st_mtime_ns, version, system_info, rewritten, exact, detail)
-        atomic_write_text(stamp, json.dumps(asdict(verdict), indent=2))
         if not exact:
             log.warning("the Q8_0 copy of %s is not exact on this build (%s); multi-sequence decoding reads "
                         "the original", source.name, detail)
