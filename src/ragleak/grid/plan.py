@@ -55,7 +55,7 @@ from ragleak.grid.completions import CompletionTable, stored_table
 from ragleak.grid.schedule import simulated_makespan, stream_chains
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.tokens import QUERY_WORDS, TOKENS_PER_WORD, PromptTokenCounter, PromptTokens
-from ragleak.rag.speed import stored_speed
+from ragleak.rag.speed import speed_key, stored_speed
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,10 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
     eta = EtaModel(completions, tokens)
     expected, upper, basis = eta(streams)
     by_id = {cell.cell_id: e for cell, e in zip(cells, estimates)}
-    parallel = eta if workers == 1 else EtaModel(completions, tokens, workers)
+    parallel = eta
+    if workers > 1:  # the same streams at the rates of ``workers`` models running at once
+        parallel = EtaModel(completions, tokens, workers)
+        parallel(streams)
     return {
         "cells": len(cells), "distinct_generation_streams": len(streams),
         "shared_by_cache": len(cells) - len(streams),
@@ -201,9 +204,8 @@ def plan_summary(config: GridConfig, cells: list[CellSpec] | None = None,
 def workers_eta(cells: list[CellSpec], estimate, eta: EtaModel, streams: list[CellEstimate], workers: int) -> dict:
     """The wall-clock ETA on ``workers`` workers: the grid's cells handed out as the runner hands
     them out (``grid.schedule``: first cells costliest first, then the twins), each stream's first
-    cell taking its seconds at the rates measured with ``workers`` models running at once."""
-    if not eta.seconds:  # a fresh model (``workers`` > 1): price the streams at its rates
-        eta(streams)
+    cell taking the seconds ``eta`` priced ``streams`` at (the rates measured with ``workers``
+    models running at once)."""
     out: dict[str, Any] = {"workers": workers, "eta_s": None, "eta_upper_s": None,
                            "rates": eta.rates}
     if len(eta.seconds) < len(streams):
@@ -362,7 +364,7 @@ class EtaModel:
             if speed is None:
                 missing.add(stack.model)
                 continue
-            rates[f"{stack.model}@{threads}" + (f"x{self.copies}" if self.copies > 1 else "")] = {
+            rates[f"{stack.model}@{speed_key(threads, self.copies)}"] = {
                 k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m") if k in speed}
             target, attacker, likelihood, voted = self.prices(s, answer)
             sequence = voted or target  # a defense replacing generate without voting: a plain generation
