@@ -18,7 +18,9 @@ win): the MI rows of 2026-12-05 come from the Table II MI run at the paper's bud
 (docs/results/mind-the-hook), and the DEAL, PM and IKEA rows from this grid run whole at
 ``--budget 8`` the same day (6 cells, 54 model calls, 590 s on one core). RAG-Thief's rows still
 rest on 3 target and 1 attacker generation: its queries repeat, so most of its calls were cache
-hits.
+hits. The voting rows (what private-rag's and dp-vote's answers decode) come from ``--voting`` (each
+attack under both defenses on synthetic-email, 2026-12-06: PS, PM, MI and IKEA at ``--budget 6``,
+then ``--attacks rag-thief,deal``), merged with ``--keep-shipped``.
 """
 
 from __future__ import annotations
@@ -48,13 +50,29 @@ def config(budget: int):
     })
 
 
+VOTING_ATTACKS = ("ps", "pm", "mi", "ikea", "rag-thief", "deal")
+
+
+def voting_config(budget: int, attacks=VOTING_ATTACKS):
+    """The voting defenses' answers (``VotingStats``): the attacks under private-rag and dp-vote
+    at their default parameters on the same corpus."""
+    return grid_from_dict({
+        "name": "plan-completions-voting", "attacks": list(attacks),
+        "defenses": ["private-rag", "dp-vote"], "corpora": ["synthetic-email"], "modes": ["single"],
+        "epsilons": [1.0], "budget": budget, "audit": "off",
+        "attack_params": {"ps": GENERAL_POOL, "pm": GENERAL_POOL, "mi": {"n_members": 2, "n_nonmembers": 2, "kb_size": 20},
+                          "deal": {"seed_pool": "shared-extraction", "seed_pool_version": "2"}},
+        "corpus_params": {"synthetic-email": {"n_docs": 60}},
+    })
+
+
 def named(table: CompletionTable, run_dir: Path) -> CompletionTable:
     """``table`` with its source named by the run's grid (its folder is machine-specific)."""
     try:
         name = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))["config"]["name"]
     except (OSError, ValueError, KeyError, TypeError):
         name = run_dir.name
-    return CompletionTable(table.rows, f"grid run {name!r}", table.unattributed, table.calls)
+    return CompletionTable(table.rows, f"grid run {name!r}", table.unattributed, table.calls, table.voting)
 
 
 def merge(tables: list[CompletionTable], shipped: dict | None = None) -> dict:
@@ -63,9 +81,11 @@ def merge(tables: list[CompletionTable], shipped: dict | None = None) -> dict:
     after ``tables``, so a run wins a tie."""
     rows = [{**row, "from": t.source} for t in tables for row in t.to_json()["rows"]]
     calls_rows = [{**row, "from": t.source} for t in tables for row in t.to_json()["calls"]]
+    voting_rows = [{**row, "from": t.source} for t in tables for row in t.to_json()["voting"]]
     if shipped is not None:
         rows += shipped["rows"]
         calls_rows += shipped["calls"]
+        voting_rows += shipped.get("voting", [])
     best: dict[tuple, dict] = {}
     for row in rows:
         key = (row["attack"], row["role"], row["model"])
@@ -75,8 +95,13 @@ def merge(tables: list[CompletionTable], shipped: dict | None = None) -> dict:
     for row in calls_rows:
         if row["attack"] not in calls or row["cells"] > calls[row["attack"]]["cells"]:
             calls[row["attack"]] = row
+    voting: dict[tuple, dict] = {}
+    for row in voting_rows:
+        key = (row["defense"], row["attack"], row["model"])
+        if key not in voting or row["answers"] > voting[key]["answers"]:
+            voting[key] = row
     return {"rows": sorted(best.values(), key=lambda r: (r["model"], r["attack"], r["role"])),
-            "calls": [calls[a] for a in sorted(calls)]}
+            "calls": [calls[a] for a in sorted(calls)], "voting": [voting[k] for k in sorted(voting)]}
 
 
 def main() -> None:
@@ -86,12 +111,16 @@ def main() -> None:
     ap.add_argument("--also", type=Path, action="append", default=[])
     ap.add_argument("--observe-only", action="store_true",
                     help="read --run-dir as it is (a run stopped early: its finished cells) instead of running it")
+    ap.add_argument("--voting", action="store_true",
+                    help="run the voting defenses' grid (PS under private-rag and dp-vote) instead of the attacks'")
+    ap.add_argument("--attacks", default=",".join(VOTING_ATTACKS), help="the attacks of the --voting grid")
     ap.add_argument("--keep-shipped", action="store_true",
                     help="merge with the shipped table (its runs may be gone): per key the most observations win")
     args = ap.parse_args()
     shipped = json.loads(OUT.read_text(encoding="utf-8")) if args.keep_shipped and OUT.exists() else None
     t0 = time.perf_counter()
-    state = None if args.observe_only else run_grid(config(args.budget), args.run_dir, workers=1)
+    grid = voting_config(args.budget, args.attacks.split(",")) if args.voting else config(args.budget)
+    state = None if args.observe_only else run_grid(grid, args.run_dir, workers=1)
     wall = time.perf_counter() - t0
     tables = [named(observe(d), d) for d in [args.run_dir, *args.also]]
     merged = merge(tables, shipped)

@@ -52,6 +52,7 @@ def price(estimates, tokens: PromptTokenCounter) -> dict:
             "model_calls_expected": round(eta.expected_calls), "eta_s": expected, "eta_upper_s": upper,
             "eta_h": None if expected is None else round(expected / 3600, 1),
             "by_attack_h": {a: round(t["expected_s"] / 3600, 1) for a, t in basis.get("by_attack", {}).items()},
+            "by_defense_h": {d: round(t["expected_s"] / 3600, 1) for d, t in basis.get("by_defense", {}).items()},
             "rates": basis["rates"]}
 
 

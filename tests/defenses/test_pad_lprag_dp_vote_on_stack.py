@@ -119,6 +119,9 @@ def test_dp_vote_selects_documents_and_replaces_generation_and_nothing_else(vari
     response = pipe.answer("Who founded the Halvorsen Foundry?")
     assert response.answer.strip()
     assert 1 <= defense.last_release["tokens"] <= 16
+    used = defense.voting_used  # 5 voters' prompts and the public one, the 5 documents dealt among them
+    assert (used.answers, used.prompts, used.passages) == (1, 6, 5)
+    assert defense.last_release["tokens"] <= used.steps <= defense.last_release["tokens"] + 1  # + an end token's step
     if variant == "sparse":
         assert defense.last_release["private_releases"] <= 6
     else:

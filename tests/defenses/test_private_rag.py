@@ -103,3 +103,5 @@ def test_on_the_real_stack_score_and_generate_change(fact_index, generator):
     log = d.log[-1]
     assert log.t == 1 and log.active_docs == len(fact_index.doc_ids) and log.real_voters == 1 and log.tokens >= 1
     assert d.filter.spent("foundry") == d.params.eps_q
+    # what the answer decoded, for the dry run: the public prompt and the one real voter's
+    assert d.voting_used.model_dump() == {"answers": 1, "prompts": 2, "passages": 1, "steps": log.tokens}

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragleak.config import StackConfig
-from ragleak.grid.completions import CompletionTable, observe, stored_table, summarise
+from ragleak.grid.completions import CompletionTable, VotingStats, observe, stored_table, summarise, voting_use
 from ragleak.grid.plan import HISTORY_TURNS, TOKENS_PER_SENTENCE, plan_summary
 from ragleak.grid.spec import GridConfig
 from ragleak.grid.tokens import QUERY_WORDS, TOKENS_PER_WORD, PromptTokenCounter
@@ -175,6 +175,67 @@ def test_a_voting_defense_pays_each_prompt_its_share_of_the_passages_and_each_lo
     plan = plan_summary(config, completions=table(ps=[20]), tokens=count)
     prefill = 3 * counted.frame_tokens + 6 * counted.passage_tokens
     assert plan["eta_s"] == round(2 * (prefill / PREFILL + 3 * 4 / DECODE))
+
+
+def test_a_voting_defense_is_priced_at_its_observed_answers_where_a_run_shows_them(rates, tmp_path):
+    config = GridConfig(attacks=["ps"], defenses=["private-rag"], budget=3, audit="off",
+                        defense_params={"private-rag": {"voters": 4, "max_new_tokens": 12}}, **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    counted = count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack)
+    # observed: 10 answers of 2 prompts (one real voter) and 1 passage on average, 5 steps each
+    voting = voting_use([{"spec": {"defense": "private-rag", "attack": "ps", "stack": {"model": MODEL}},
+                          "defense_state": {"voting_used": {"answers": 10, "prompts": 20, "passages": 10, "steps": 50}}}])
+    observed = CompletionTable(table(ps=[20]).rows, "t", voting=voting)
+    plan = plan_summary(config, completions=observed, tokens=count)
+    assert plan["eta_s"] == round(3 * ((2 * counted.frame_tokens + counted.passage_tokens) / PREFILL + 2 * 5 / DECODE))
+    # the upper bound keeps the shape's caps: 5 prompts holding 4 passages, 12 lock-step steps
+    assert plan["eta_upper_s"] == round(3 * ((5 * counted.frame_tokens + 4 * counted.passage_tokens) / PREFILL
+                                             + 5 * 12 / DECODE))
+    assert plan["eta_basis"]["completions"]["voting_used"][f"private-rag/ps/{MODEL}"]["prompts_mean"] == 2.0
+    assert plan["eta_basis"]["lockstep_unmeasured"] == [MODEL]  # these rates hold no lock-step measurement
+    # another defense's or another attack's observations do not apply; unobserved: priced at the shape
+    seen = voting[("private-rag", "ps", MODEL)]
+    for key in (("dp-vote", "ps", MODEL), ("private-rag", "mi", MODEL)):
+        other = CompletionTable(table(ps=[20]).rows, "t", voting={key: seen})
+        assert plan_summary(config, completions=other, tokens=count)["eta_s"] == plan["eta_upper_s"]
+
+
+def test_a_voting_answers_lock_step_steps_are_priced_at_their_measured_cost(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path / "home"))
+    save_speed(MODEL, {"threads": 1, "prefill_tok_s": PREFILL, "decode_tok_s": DECODE,
+                       "lockstep_ratio": {"2": 1.2, "4": 1.5, "8": 2.5}})
+    config = GridConfig(attacks=["ps"], defenses=["private-rag"], budget=3, audit="off",
+                        defense_params={"private-rag": {"voters": 4, "max_new_tokens": 12}}, **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    counted = count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack)
+    prefill = 5 * counted.frame_tokens + 4 * counted.passage_tokens
+    plan = plan_summary(config, completions=table(ps=[20]), tokens=count)
+    # 12 steps of 5 sequences, each step 1.5 + (2.5 - 1.5) / 4 one-sequence steps
+    assert plan["eta_s"] == round(3 * (prefill / PREFILL + 12 * 1.75 / DECODE))
+    assert plan["eta_upper_s"] == round(3 * (prefill / PREFILL + 5 * 12 / DECODE))  # the bound: per sequence
+    assert "lockstep_unmeasured" not in plan["eta_basis"]
+    # observed answers of 2 prompts: a step of two sequences
+    voting = {("private-rag", "ps", MODEL): VotingStats("private-rag", "ps", MODEL, 1, 10, 2.0, 1.0, 5.0)}
+    observed = plan_summary(config, completions=CompletionTable(table(ps=[20]).rows, "t", voting=voting), tokens=count)
+    assert observed["eta_s"] == round(3 * ((2 * counted.frame_tokens + counted.passage_tokens) / PREFILL
+                                           + 5 * 1.2 / DECODE))
+
+
+def test_voting_use_averages_the_answers_of_finished_cells_and_survives_the_table_file():
+    def cell(defense, model, used):
+        return {"spec": {"defense": defense, "attack": "ikea", "stack": {"model": model}},
+                "defense_state": {"voting_used": used}}
+
+    cells = [cell("private-rag", "m", {"answers": 2, "prompts": 3, "passages": 1, "steps": 10}),
+             cell("private-rag", "m", {"answers": 2, "prompts": 5, "passages": 3, "steps": 6}),
+             cell("private-rag", "m", {"answers": 0, "prompts": 0, "passages": 0, "steps": 0}),  # a cell with no answer
+             cell("none", "m", None), {"spec": {"defense": "dp-vote", "attack": "ikea", "stack": {"model": "m"}}}]
+    stats = voting_use(cells)
+    assert list(stats) == [("private-rag", "ikea", "m")]
+    s = stats[("private-rag", "ikea", "m")]
+    assert (s.cells, s.answers, s.prompts_mean, s.passages_mean, s.steps_mean) == (2, 4, 2.0, 1.0, 4.0)
+    back = CompletionTable.from_json(json.loads(json.dumps(CompletionTable({}, "t", voting=stats).to_json())))
+    assert back.voting_for("private-rag", "ikea", "m") == s and back.voting_for("dp-vote", "ikea", "m") is None
 
 
 _COUNT = PromptTokenCounter(Path("/nonexistent/t.json"), count=words)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ragleak.rag.speed import measure_concurrent, save_speed, speed_key, stored_speed
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ragleak.rag.speed import lockstep_ratio, measure_concurrent, measure_lockstep, save_speed, speed_key, stored_speed
 
 
 def test_rates_of_copies_at_once_are_kept_beside_the_rates_of_one(tmp_path, monkeypatch):
@@ -21,3 +24,30 @@ def test_a_copy_that_fails_fails_the_measurement(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path))
     with pytest.raises(RuntimeError, match="2 copies at once failed: .*no-such-model"):
         measure_concurrent("no-such-model", 1, 2, timeout_s=60)
+
+
+_RATIOS = st.dictionaries(st.sampled_from(["2", "3", "4", "8", "16"]), st.floats(0.5, 20.0), min_size=1)
+
+
+@given(measured=_RATIOS, n=st.floats(1.0, 64.0))
+def test_a_lock_step_ratio_is_one_at_one_sequence_the_measurement_where_measured_and_between_1_and_n(measured, n):
+    speed = {"lockstep_ratio": measured}
+    assert lockstep_ratio(speed, 1) == 1.0
+    assert 1.0 <= lockstep_ratio(speed, n) <= n
+    for size, value in measured.items():
+        assert lockstep_ratio(speed, float(size)) == pytest.approx(min(max(value, 1.0), float(size)))
+    largest = max(measured, key=float)  # beyond the largest measured size it does not fall
+    assert lockstep_ratio(speed, float(largest) * 2) >= lockstep_ratio(speed, float(largest))
+
+
+def test_rates_without_a_lock_step_measurement_give_no_ratio():
+    assert lockstep_ratio({"decode_tok_s": 20.0}, 4) is None
+    assert lockstep_ratio({"lockstep_ratio": {"x": 1.0}}, 4) is None
+
+
+@pytest.mark.model
+def test_a_lock_step_step_of_several_sequences_costs_less_than_as_many_steps_of_one():
+    from ragleak.rag.models import DEFAULT_MODEL, model_path
+
+    ratios = measure_lockstep(model_path(DEFAULT_MODEL), 1, sizes=(4,), steps=6)
+    assert set(ratios) == {"4"} and 0.5 < ratios["4"] < 4.0  # one read of the weights serves all four

@@ -50,6 +50,22 @@ class VotingShape(BaseModel):
     max_new_tokens: int
 
 
+class VotingUse(BaseModel):
+    """What a voting defense's answers really decoded, summed over a run's answers: the shape's
+    counts at their use (private-rag leaves the voter slots of irrelevant documents empty; an
+    answer stops at its end token), so the dry run prices a voting answer as it runs
+    (``grid.completions.voting_use``), not at ``VotingShape``'s caps."""
+
+    answers: int = 0
+    prompts: int = 0  # sequences prefilled (the public one included)
+    passages: int = 0  # passages those prompts held
+    steps: int = 0  # lock-step steps (next-token evaluations of every sequence)
+
+    def plus(self, prompts: int, passages: int, steps: int) -> "VotingUse":
+        return VotingUse(answers=self.answers + 1, prompts=self.prompts + prompts,
+                         passages=self.passages + passages, steps=self.steps + steps)
+
+
 class DefenseParams(BaseModel):
     """Parameters of a defense: frozen and JSON-round-trippable, so a cell spec is hashable."""
 
@@ -97,6 +113,15 @@ class Defense:
         """How this defense decodes an answer when it replaces ``generate`` with lock-step voting
         (for the dry-run's ETA); None: the plain generator's one generation."""
         return None
+
+    def record_voting(self, prompts: int, passages: int, steps: int) -> None:
+        """Count one voting answer as it ran (``VotingUse``); a voting defense calls it per answer."""
+        self._voting_used = self.voting_used.plus(prompts, passages, steps)
+
+    @property
+    def voting_used(self) -> VotingUse:
+        """The voting answers this defense decoded so far (none for a defense that does not vote)."""
+        return getattr(self, "_voting_used", None) or VotingUse()
 
     def guarantee(self) -> Guarantee:
         """The privacy guarantee this defense claims, in three slots. The baseline claims none."""

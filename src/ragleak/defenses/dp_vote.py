@@ -105,12 +105,13 @@ class DPVote(Defense):
 
     def generate(self, messages: Sequence[ChatMessage], passages: list[Passage], generator: Generator) -> str:
         system, query, history = parse_rag_messages(messages, passages)
-        prompts = [generator.render(build_rag_messages(query, group, system, history))
-                   for group in [[]] + self.voter_groups(passages)]
-        decoder, releaser, tokens = self.decoder(generator), self.releaser(), []
+        groups = self.voter_groups(passages)
+        prompts = [generator.render(build_rag_messages(query, group, system, history)) for group in [[]] + groups]
+        decoder, releaser, tokens, steps = self.decoder(generator), self.releaser(), [], 0
         with decoder.session(prompts, self.params.max_new_tokens) as session:
             ends = decoder.end_tokens()
             for _ in range(self.params.max_new_tokens):
+                steps += 1
                 logprobs = session.logprobs()
                 domain = candidate_domain(logprobs[0], self.params.domain_size, ends)
                 counts = vote_histogram(logprobs[1:], domain)
@@ -122,6 +123,7 @@ class DPVote(Defense):
                     break
                 session.append(token)
         self.last_release = {"tokens": len(tokens), "private_releases": releaser.private_releases}
+        self.record_voting(len(prompts), sum(len(g) for g in groups), steps)
         return decoder.detokenize(tokens).strip()
 
     def voting(self) -> VotingShape:

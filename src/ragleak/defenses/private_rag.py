@@ -113,6 +113,7 @@ class PrivateRAG(Defense):
         if self.log:
             self.log[-1] = self.log[-1].model_copy(update={"real_voters": result.real_voters,
                                                            "agreement": result.agreement, "tokens": result.tokens})
+        self.record_voting(result.real_voters + 1, result.real_voters, result.tokens)  # + the public prompt
         return result.text
 
     def state(self) -> dict:

@@ -179,12 +179,23 @@ def measured_record(spec: CellSpec, transcript: Transcript, context: MetricConte
         transcript_digest=transcript_digest, release_digest=transcript.release_digest(),
         hook_summary=_hook_summary(transcript),
         guarantee=defense.guarantee().model_dump(mode="json") if defense else {},
-        defense_state=defense.state() if defense else {},
+        defense_state=_defense_state(defense),
         model_calls=stack.model_calls if stack else 0, cache_hits=stack.cache_hits if stack else 0,
         calls_by_role=stack.calls() if stack else {}, cache_repairs=stack.cache_repairs if stack else 0,
         cache_waited=stack.cache_waited if stack else 0, cache_takeovers=stack.cache_takeovers if stack else 0,
         engine=_engine(),
     )
+
+
+def _defense_state(defense: Defense | None) -> dict:
+    """The defense's own state and, for a voting defense, what its answers decoded (``VotingUse``,
+    which the dry run's expected ETA reads from finished runs)."""
+    if defense is None:
+        return {}
+    state = dict(defense.state())
+    if defense.voting_used.answers:
+        state["voting_used"] = defense.voting_used.model_dump(mode="json")
+    return state
 
 
 def _hook_summary(transcript) -> dict[str, dict[str, int]]:

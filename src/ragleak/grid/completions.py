@@ -80,21 +80,51 @@ class AttackCalls:
 
 
 @dataclass(frozen=True)
+class VotingStats:
+    """What a voting defense's answers to an attack decoded on average, from the ``voting_used``
+    its cells' records hold (``defenses.base.VotingUse``): private-rag leaves the slots of
+    documents under its relevance threshold empty and an answer ends at its end token, so its cost
+    is under its ``VotingShape``'s caps by an amount that depends on the queries (an attack's
+    topical questions find relevant documents, a prompt-stealing command few) and the corpus."""
+
+    defense: str
+    attack: str
+    model: str
+    cells: int
+    answers: int
+    prompts_mean: float
+    passages_mean: float
+    steps_mean: float
+
+    def row(self) -> dict:
+        return {"defense": self.defense, "attack": self.attack, "model": self.model, "cells": self.cells,
+                "answers": self.answers,
+                "prompts_mean": self.prompts_mean, "passages_mean": self.passages_mean,
+                "steps_mean": self.steps_mean}
+
+
+@dataclass(frozen=True)
 class CompletionTable:
-    """Observed completions by (attack, role, model), calls by attack, and where they come from."""
+    """Observed completions by (attack, role, model), calls by attack, voting answers by
+    (defense, attack, model), and where they come from."""
 
     rows: dict[tuple[str, str, str], CompletionStats]
     source: str
     unattributed: int = 0  # cache entries no attack could be matched to
     calls: dict[str, AttackCalls] = field(default_factory=dict)
+    voting: dict[tuple[str, str, str], VotingStats] = field(default_factory=dict)
 
     def get(self, attack: str, role: Role, model: str) -> CompletionStats | None:
         return self.rows.get((attack, role, model))
 
+    def voting_for(self, defense: str, attack: str, model: str) -> VotingStats | None:
+        return self.voting.get((defense, attack, model))
+
     def to_json(self) -> dict:
         return {"source": self.source, "unattributed": self.unattributed,
                 "rows": [s.row() for s in sorted(self.rows.values(), key=lambda s: (s.model, s.attack, s.role))],
-                "calls": [c.row() for _, c in sorted(self.calls.items())]}
+                "calls": [c.row() for _, c in sorted(self.calls.items())],
+                "voting": [v.row() for _, v in sorted(self.voting.items())]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CompletionTable":
@@ -107,7 +137,11 @@ class CompletionTable:
         for r in data.get("calls", []):
             c = AttackCalls(**{k: v for k, v in r.items() if k in AttackCalls.__dataclass_fields__})
             calls[c.attack] = c
-        return cls(rows, str(data.get("source", "?")), int(data.get("unattributed", 0)), calls)
+        voting = {}
+        for r in data.get("voting", []):
+            v = VotingStats(**{k: v for k, v in r.items() if k in VotingStats.__dataclass_fields__})
+            voting[(v.defense, v.attack, v.model)] = v
+        return cls(rows, str(data.get("source", "?")), int(data.get("unattributed", 0)), calls, voting)
 
 
 def stored_table() -> CompletionTable:
@@ -117,7 +151,8 @@ def stored_table() -> CompletionTable:
 
 
 def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], source: str,
-              unattributed: int = 0, calls: dict[str, AttackCalls] | None = None) -> CompletionTable:
+              unattributed: int = 0, calls: dict[str, AttackCalls] | None = None,
+              voting: dict[tuple[str, str, str], VotingStats] | None = None) -> CompletionTable:
     """A table from (completion tokens, prompt tokens, stopped at the cap) samples per key."""
     rows = {}
     for (attack, role, model), values in samples.items():
@@ -130,7 +165,7 @@ def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], 
             completion_mean=round(statistics.fmean(completions), 1),
             prompt_median=float(statistics.median(p for _, p, _ in values)),
             at_cap=round(sum(1 for *_, cap in values if cap) / len(values), 3))
-    return CompletionTable(rows, source, unattributed, calls or {})
+    return CompletionTable(rows, source, unattributed, calls or {}, voting or {})
 
 
 def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
@@ -155,6 +190,24 @@ def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
     return {attack: AttackCalls(attack, int(n), round(budgeted / budget, 3) if budget else None,
                                 round(agent / sent, 3))
             for attack, (n, sent, budgeted, budget, agent) in sums.items()}
+
+
+def voting_use(cells: Iterable[dict]) -> dict[tuple[str, str, str], VotingStats]:
+    """``VotingStats`` per (defense, attack, model) over the cell records of a run that hold a
+    ``voting_used`` (the finished cells of voting defenses)."""
+    sums: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])  # cells, answers, prompts, passages, steps
+    for cell in cells:
+        spec, used = cell["spec"], (cell.get("defense_state") or {}).get("voting_used")
+        if not isinstance(used, dict) or not isinstance(used.get("answers"), int) or used["answers"] <= 0:
+            continue
+        model = str((spec.get("stack") or {}).get("model", "?"))
+        row = sums[(str(spec.get("defense")), str(spec.get("attack")), model)]
+        row[0] += 1
+        for i, k in enumerate(("answers", "prompts", "passages", "steps"), start=1):
+            row[i] += int(used.get(k, 0))
+    return {key: VotingStats(*key, n, answers, round(prompts / answers, 3), round(passages / answers, 3),
+                             round(steps / answers, 2))
+            for key, (n, answers, prompts, passages, steps) in sums.items()}
 
 
 def _model_names() -> dict[str, str]:
@@ -247,4 +300,4 @@ def observe(run_dir: Path) -> CompletionTable:
             unattributed += 1
             continue
         samples[key].append((completion, prompt_tokens, completion >= max_tokens))
-    return summarise(samples, f"observed in {run_dir}", unattributed, attack_calls(cells))
+    return summarise(samples, f"observed in {run_dir}", unattributed, attack_calls(cells), voting_use(cells))

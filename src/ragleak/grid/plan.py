@@ -26,13 +26,18 @@ The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the
   decoding as long as that attack's answers were observed to be (``grid.completions``: a run
   given with ``--observe``, else the table measured on this project's runs); an attacker call at
   its observed length, else at its decode cap (``StreamShape.attacker_max_tokens``); a voting
-  defense's answer as its ``VotingShape``: each of its prompts prefilled (the frame, and its share of
-  the passages dealt to the voters), then its lock-step steps priced as one decoded token per
-  sequence (no credit for batching), as long as the attack's answers but at most the defense's
-  ``max_new_tokens``; and, where the observations hold the attack's
+  defense's answer as that defense's answers to that attack were observed to run
+  (``grid.completions.VotingStats``: prompts, passages and lock-step steps per answer; private-rag
+  leaves the slots of irrelevant documents empty), else as its ``VotingShape``: every prompt
+  prefilled (the frame, and its share of the passages dealt to the voters), as many steps as the
+  attack's answers have tokens but at most the defense's ``max_new_tokens``; each step at the
+  measured cost of a lock-step step of that many sequences (``rag.speed.lockstep_ratio``; one
+  decoded token per sequence where the rates hold no such measurement); and, where the
+  observations hold the attack's
   cells, only the share of its budget it sent, with its observed attacker calls per query;
 * *upper bound*: the same prompts, every decode run to its cap (``max_tokens``), every query of
-  the budget sent, attacker calls at the larger of the declared and observed rate.
+  the budget sent, attacker calls at the larger of the declared and observed rate, a voting
+  answer at its shape, one decoded token per sequence and step.
 
 ``eta_basis`` says which rates, prompt counts and completion observations each number rests on,
 and which (attack, role, model) had no observation (priced at the cap in both).
@@ -51,11 +56,11 @@ from ragleak.corpora import load_corpus
 from ragleak.defenses import defense_class
 from ragleak.defenses.base import VotingShape
 from ragleak.errors import RagleakError
-from ragleak.grid.completions import CompletionTable, stored_table
+from ragleak.grid.completions import CompletionTable, VotingStats, stored_table
 from ragleak.grid.schedule import simulated_makespan, stream_chains
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.tokens import QUERY_WORDS, TOKENS_PER_WORD, PromptTokenCounter, PromptTokens
-from ragleak.rag.speed import speed_key, stored_speed
+from ragleak.rag.speed import lockstep_ratio, speed_key, stored_speed
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +259,8 @@ class EtaModel:
         self._unobserved: set[str] = set()
         self._prompts: dict[str, dict] = {}
         self._calls_used: dict[str, dict] = {}
+        self._voting_used: dict[str, dict] = {}
+        self._no_lockstep: set[str] = set()
         self.expected_calls = 0.0
 
     def _prompt_tokens(self, cell: CellSpec) -> PromptTokens | None:
@@ -277,11 +284,20 @@ class EtaModel:
                              "at_cap": stats.at_cap}
         return min(stats.completion_mean, float(cap))
 
-    def prices(self, s: CellEstimate, answer: float) -> tuple[GenerationPrice, GenerationPrice, GenerationPrice,
-                                                              GenerationPrice | None]:
+    def _voting(self, defense: str, attack: str, model: str) -> VotingStats | None:
+        """The observed voting answers of (``defense``, ``attack``, ``model``), noted in the basis
+        when used."""
+        stats = self.completions.voting_for(defense, attack, model)
+        if stats is not None:
+            self._voting_used[f"{defense}/{attack}/{model}"] = stats.row()
+        return stats
+
+    def prices(self, s: CellEstimate, answer: float, speed: dict | None = None) -> tuple[
+            GenerationPrice, GenerationPrice, GenerationPrice, GenerationPrice | None]:
         """(a target generation, an attacker call, an answer's likelihood passes, one sequence of a
         voting defense's answer or None) of stream ``s`` whose target answers are expected
-        ``answer`` tokens long (``_completion``)."""
+        ``answer`` tokens long (``_completion``); ``speed``: the rates, whose lock-step
+        measurement (``rag.speed.lockstep_ratio``) prices a voting answer's steps."""
         cell, stack = s.cell, s.cell.stack
         cap = stack.decoding.max_tokens
         counted = self._prompt_tokens(cell)
@@ -299,8 +315,23 @@ class EtaModel:
             passage = counted.passage_tokens if counted is not None else TOKENS_PER_WORD * stack.chunk_words
             own = frame + v.passages / v.prompts * passage  # a prompt's frame and its share of the passages
             steps = min(answer, float(v.max_new_tokens))
-            voted = GenerationPrice(prompt=own + history * (query + steps), completion=steps,
-                                    prompt_upper=own + history * (query + v.max_new_tokens),
+            # one of the shape's ``prompts`` sequences; observed answers (``VotingStats``) fill fewer
+            # and stop sooner: the expected price is the observed answer spread over the shape's slots
+            fill, n = 1.0, float(v.prompts)
+            observed = self._voting(cell.defense, cell.attack, stack.model)
+            if observed is not None and observed.prompts_mean > 0:
+                fill, n = min(observed.prompts_mean / v.prompts, 1.0), min(observed.prompts_mean, float(v.prompts))
+                own = frame + min(observed.passages_mean, v.passages) / observed.prompts_mean * passage
+                steps = min(observed.steps_mean, float(v.max_new_tokens))
+            # a lock-step step of n sequences costs ratio(n) one-sequence steps (measured), shared
+            # by the shape's slots; unmeasured: one decoded token per sequence
+            ratio = lockstep_ratio(speed, n) if speed is not None else None
+            if ratio is None:
+                self._no_lockstep.add(stack.model)
+            decoded = fill * steps if ratio is None else steps * ratio / v.prompts
+            voted = GenerationPrice(prompt=fill * (own + history * (query + steps)), completion=decoded,
+                                    prompt_upper=frame + v.passages / v.prompts * passage
+                                    + history * (query + v.max_new_tokens),
                                     completion_upper=v.max_new_tokens)
         if stack.decoding.reuse_prefix:
             # the prefix-reuse mode keeps the system message's state from the call before, and a
@@ -349,8 +380,10 @@ class EtaModel:
         missing, rates = set(), {}
         self.expected_calls = 0.0
         self.seconds = {}
+        self._no_lockstep = set()
         # where the time goes: per attack (expected, upper) and the expected prefill/decode split
         by_attack: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        by_defense: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         split = [0.0, 0.0]
         for s in streams:
             stack = s.cell.stack
@@ -366,7 +399,7 @@ class EtaModel:
                 continue
             rates[f"{stack.model}@{speed_key(threads, self.copies)}"] = {
                 k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m") if k in speed}
-            target, attacker, likelihood, voted = self.prices(s, answer)
+            target, attacker, likelihood, voted = self.prices(s, answer, speed)
             sequence = voted or target  # a defense replacing generate without voting: a plain generation
             t_exp, t_up = target.seconds(speed)
             v_exp, v_up = sequence.seconds(speed)
@@ -381,6 +414,8 @@ class EtaModel:
             self.seconds[s.key] = (stream_expected, stream_upper)
             by_attack[s.cell.attack][0] += stream_expected
             by_attack[s.cell.attack][1] += stream_upper
+            by_defense[s.cell.defense][0] += stream_expected
+            by_defense[s.cell.defense][1] += stream_upper
             for price, count in ((target, t_calls * plain), (sequence, t_calls * (1 - plain)), (attacker, a_calls),
                                  (likelihood, passes)):
                 prefill_s, decode_s = price.expected_split(speed)
@@ -391,15 +426,20 @@ class EtaModel:
             "rates": rates, "prompt_tokens": self._prompts,
             "completions": {"source": self.completions.source, "used": dict(sorted(self._used.items())),
                             "unobserved_at_cap": sorted(self._unobserved),
-                            "calls_used": dict(sorted(self._calls_used.items()))},
+                            "calls_used": dict(sorted(self._calls_used.items())),
+                            "voting_used": dict(sorted(self._voting_used.items()))},
             "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved), "
                        "observed share of the budget sent and attacker calls per query (declared where unobserved); "
                        "upper bound: every decode to its cap; a voting defense's prompts each prefilled with its "
-                       "share of the passages, its lock-step steps at one decoded token per sequence; a likelihood pass per answer sentence (one per "
+                       "share of the passages, its lock-step steps at one decoded token per sequence (expected: "
+                       "its observed prompts, passages and steps per answer, the caps where unobserved, each "
+                       "step at the measured cost of a lock-step step of that many sequences); a likelihood pass per answer sentence (one per "
                        f"{TOKENS_PER_SENTENCE:.0f} answer tokens, at least one) at the prefill of its prompt "
                        "and that sentence; "
                        "one worker, generation time only",
         }
+        if self._no_lockstep:
+            basis["lockstep_unmeasured"] = sorted(self._no_lockstep)  # voting steps priced per sequence
         if missing:
             basis["missing"] = sorted(missing)
             basis["hint"] = ("measure this machine's rates with `ragleak models --bench` (threads 1 for grid workers)"
@@ -408,5 +448,7 @@ class EtaModel:
             return None, None, basis
         basis["by_attack"] = {a: {"expected_s": round(e), "upper_s": round(u)}
                               for a, (e, u) in sorted(by_attack.items(), key=lambda kv: -kv[1][0])}
+        basis["by_defense"] = {d: {"expected_s": round(e), "upper_s": round(u)}
+                               for d, (e, u) in sorted(by_defense.items(), key=lambda kv: -kv[1][0])}
         basis["expected_split_s"] = {"prefill": round(split[0]), "decode": round(split[1])}
         return round(expected), round(upper), basis

@@ -6,6 +6,13 @@ A grid on W workers runs W models at once, which share the memory bus and caches
 slower than one alone. So the rates a W-worker ETA uses are measured the same way, W copies at
 once (``measure_concurrent``: each copy loads and warms up, then all time the same work together),
 and kept beside the one-copy rates (key ``"1x2"``: one thread, two copies).
+
+A voting defense decodes its n prompts in lock-step, one ``llama_decode`` of n tokens per step,
+which reads the weights once for all n but runs llama.cpp's several-column kernels: its cost is
+not n one-sequence steps, and not one (measured here, 2026-12-06, Qwen2.5-Coder-0.5B on one
+thread: 8 sequences about 5.4 one-sequence steps, 4 about 3.3, 2 about 2.5). So the measurement
+also times lock-step steps of 1, 2, 4 and 8 sequences (``measure_lockstep``) and keeps their cost
+relative to one sequence's step (``lockstep_ratio``), which the ETA prices voting answers at.
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ _PASSAGE = (
 
 
 def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int = 64, barrier=None) -> dict:
-    """Prefill tok/s on a ~300-token RAG-like prompt, decode tok/s over ``decode_tokens`` forced tokens.
+    """Prefill tok/s on a ~300-token RAG-like prompt, decode tok/s over ``decode_tokens`` forced
+    tokens, and the lock-step step costs (``measure_lockstep``, ~10 s).
 
     Decoding uses ``max_tokens`` with the end-of-turn stop disabled by asking for a long answer;
     the reported rate divides by the tokens actually produced. ``barrier``: waited on after the
@@ -53,6 +61,7 @@ def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int =
     out = gen.complete(prompt, DecodingParams(max_tokens=decode_tokens))
     total_s = time.perf_counter() - t0
     decode_s = max(total_s - prefill_s, 1e-9)
+    lockstep = measure_lockstep(gen.path, gen.n_threads)
     return {
         "threads": gen.n_threads,
         # rates fall 2-15x while other processes hold the cores: the reader of an ETA needs to know
@@ -62,7 +71,37 @@ def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int =
         "prefill_tok_s": round(n_prompt / prefill_s, 1),
         "decode_tokens": out.completion_tokens,
         "decode_tok_s": round(max(out.completion_tokens - 1, 1) / decode_s, 1),
+        "lockstep_ratio": lockstep,
     }
+
+
+LOCKSTEP_SIZES = (2, 4, 8)
+
+
+def measure_lockstep(model_path: Path, n_threads: int, sizes=LOCKSTEP_SIZES, steps: int = 12) -> dict[str, float]:
+    """The time of a lock-step step of n sequences over a step of one, for each n of ``sizes``,
+    in the multi-sequence decoder voting defenses use (``rag.multiseq``, its default weights):
+    ``{"2": 1.1, ...}``. Each sequence holds a short RAG-like prompt; every step appends one token
+    to every sequence, as a vote does."""
+    from ragleak.rag.multiseq import LlamaMultiSequence
+
+    decoder = LlamaMultiSequence(model_path, n_threads)
+    try:
+        prompt = decoder.tokenize(f"Context: {_PASSAGE}\nQuestion: where is the clinic?\nAnswer:")
+        token = decoder.tokenize(" the")[0]
+
+        def step_s(n: int) -> float:
+            with decoder.session_of_tokens([prompt] * n, steps + 2) as session:
+                session.append(token)  # warm-up step
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    session.append(token)
+                return (time.perf_counter() - t0) / steps
+
+        one = step_s(1)
+        return {str(n): round(step_s(n) / one, 3) for n in sizes}
+    finally:
+        decoder.close()
 
 
 def _measure_copy(model: str, n_threads: int, barrier, results) -> None:
@@ -102,7 +141,36 @@ def measure_concurrent(model: str, n_threads: int, copies: int, timeout_s: float
     return {**rows[0], "copies": copies,
             "prefill_tok_s": round(sum(r["prefill_tok_s"] for r in rows) / copies, 1),
             "decode_tok_s": round(sum(r["decode_tok_s"] for r in rows) / copies, 1),
-            "per_copy": [{k: r[k] for k in ("prefill_tok_s", "decode_tok_s")} for r in rows]}
+            "lockstep_ratio": {n: round(sum(r["lockstep_ratio"][n] for r in rows) / copies, 3)
+                               for n in rows[0]["lockstep_ratio"]},
+            "per_copy": [{k: r[k] for k in ("prefill_tok_s", "decode_tok_s", "lockstep_ratio")} for r in rows]}
+
+
+def lockstep_ratio(speed: dict, n: float) -> float | None:
+    """A lock-step step of ``n`` sequences over one sequence's step, from ``speed``'s measured
+    ``lockstep_ratio`` (linear between the measured sizes and, never falling, beyond the largest; 1
+    at n = 1), between 1 and n (n one-sequence steps); None where the rates hold no lock-step
+    measurement."""
+    measured = speed.get("lockstep_ratio")
+    if not isinstance(measured, dict) or not measured:
+        return None
+    try:
+        points = sorted([(1.0, 1.0)] + [(float(k), float(v)) for k, v in measured.items()])
+    except (TypeError, ValueError):
+        return None
+    if n <= 1:
+        return max(n, 0.0)
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if n <= x1:
+            return _clamped(y1 if n == x1 else y0 + (y1 - y0) * (n - x0) / (x1 - x0), n)
+    (x0, y0), (x1, y1) = points[-2], points[-1]
+    return _clamped(y1 + max(y1 - y0, 0.0) / (x1 - x0) * (n - x1), n)
+
+
+def _clamped(ratio: float, n: float) -> float:
+    # a step of n sequences costs at least one sequence's step (a measurement below is noise)
+    # and at most n of them
+    return min(max(ratio, 1.0), n)
 
 
 def speed_key(n_threads: int, copies: int = 1) -> str:
