@@ -60,8 +60,9 @@ def voting_config(budget: int, attacks=VOTING_ATTACKS):
         "name": "plan-completions-voting", "attacks": list(attacks),
         "defenses": ["private-rag", "dp-vote"], "corpora": ["synthetic-email"], "modes": ["single"],
         "epsilons": [1.0], "budget": budget, "audit": "off",
-        "attack_params": {"ps": GENERAL_POOL, "pm": GENERAL_POOL, "mi": {"n_members": 2, "n_nonmembers": 2, "kb_size": 20},
-                          "deal": {"seed_pool": "shared-extraction", "seed_pool_version": "2"}},
+        "attack_params": {a: p for a, p in {
+            "ps": GENERAL_POOL, "pm": GENERAL_POOL, "mi": {"n_members": 2, "n_nonmembers": 2, "kb_size": 20},
+            "deal": {"seed_pool": "shared-extraction", "seed_pool_version": "2"}}.items() if a in attacks},
         "corpus_params": {"synthetic-email": {"n_docs": 60}},
     })
 

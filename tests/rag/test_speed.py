@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragleak.rag.speed import lockstep_ratio, measure_concurrent, measure_lockstep, save_speed, speed_key, stored_speed
+from ragleak.rag.speed import (lockstep_ratio, measure_concurrent, measure_lockstep, measure_speed, save_speed,
+                              speed_key, stored_speed)
 
 
 def test_rates_of_copies_at_once_are_kept_beside_the_rates_of_one(tmp_path, monkeypatch):
@@ -51,3 +52,14 @@ def test_a_lock_step_step_of_several_sequences_costs_less_than_as_many_steps_of_
 
     ratios = measure_lockstep(model_path(DEFAULT_MODEL), 1, sizes=(4,), steps=6)
     assert set(ratios) == {"4"} and 0.5 < ratios["4"] < 4.0  # one read of the weights serves all four
+
+
+@pytest.mark.model
+def test_a_measured_rate_is_the_median_of_its_repeated_timings_with_their_range():
+    from ragleak.rag.models import DEFAULT_MODEL
+
+    measured = measure_speed(DEFAULT_MODEL, 1, decode_tokens=16, repeats=3)
+    assert measured["repeats"] == 3 and set(measured["lockstep_ratio"]) == {"2", "4", "8"}
+    for rate in ("prefill_tok_s", "decode_tok_s"):
+        low, high = measured[f"{rate}_range"]
+        assert 0 < low <= measured[rate] <= high

@@ -41,7 +41,7 @@ def grid_command(
                                            "lengths observed in this earlier grid run's generation cache "
                                            "(default: the lengths measured on this project's runs)"),
     measure: bool = typer.Option(True, "--measure/--no-measure", help="with --dry-run: measure this machine's token "
-                                 "rates for a model that has none stored (`ragleak models --bench`; 10-30 s each)"),
+                                 "rates for a model that has none stored (`ragleak models --bench`; ~35 s each)"),
 ) -> None:
     """Run attacks x defenses x corpora x modes x epsilons; resumable, cached, local or on Ray."""
     from ragleak.files import check_output_dir

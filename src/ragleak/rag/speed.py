@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,9 +35,12 @@ _PASSAGE = (
 )
 
 
-def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int = 64, barrier=None) -> dict:
+def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int = 64, barrier=None,
+                  repeats: int = 3) -> dict:
     """Prefill tok/s on a ~300-token RAG-like prompt, decode tok/s over ``decode_tokens`` forced
-    tokens, and the lock-step step costs (``measure_lockstep``, ~10 s).
+    tokens, each the median of ``repeats`` timings (one timing of a 2-second prefill was seen 15%
+    off the next, and an ETA scales with it; the range is kept beside the median), and the
+    lock-step step costs (``measure_lockstep``, ~10 s). About 35 s in all.
 
     Decoding uses ``max_tokens`` with the end-of-turn stop disabled by asking for a long answer;
     the reported rate divides by the tokens actually produced. ``barrier``: waited on after the
@@ -54,13 +58,17 @@ def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int =
     gen.complete(prompt, DecodingParams(max_tokens=1))  # warm-up: first call in a process is slow
     if barrier is not None:
         barrier.wait()
-    t0 = time.perf_counter()
-    gen.complete(prompt, DecodingParams(max_tokens=1))
-    prefill_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = gen.complete(prompt, DecodingParams(max_tokens=decode_tokens))
-    total_s = time.perf_counter() - t0
-    decode_s = max(total_s - prefill_s, 1e-9)
+    prefill, totals, decoded = [], [], 0
+    for _ in range(max(repeats, 1)):
+        t0 = time.perf_counter()
+        gen.complete(prompt, DecodingParams(max_tokens=1))
+        prefill.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        decoded = gen.complete(prompt, DecodingParams(max_tokens=decode_tokens)).completion_tokens
+        totals.append(time.perf_counter() - t0)
+    prefill_s = statistics.median(prefill)
+    prefill_rates = [n_prompt / t for t in prefill]
+    decode_rates = [max(decoded - 1, 1) / max(t - prefill_s, 1e-9) for t in totals]
     lockstep = measure_lockstep(gen.path, gen.n_threads)
     return {
         "threads": gen.n_threads,
@@ -68,9 +76,12 @@ def measure_speed(model: str, n_threads: int | None = None, decode_tokens: int =
         "load_1m": round(os.getloadavg()[0], 2),
         "load_s": round(load_s, 2),
         "prompt_tokens": n_prompt,
-        "prefill_tok_s": round(n_prompt / prefill_s, 1),
-        "decode_tokens": out.completion_tokens,
-        "decode_tok_s": round(max(out.completion_tokens - 1, 1) / decode_s, 1),
+        "repeats": len(prefill),
+        "prefill_tok_s": round(statistics.median(prefill_rates), 1),
+        "prefill_tok_s_range": [round(min(prefill_rates), 1), round(max(prefill_rates), 1)],
+        "decode_tokens": decoded,
+        "decode_tok_s": round(statistics.median(decode_rates), 1),
+        "decode_tok_s_range": [round(min(decode_rates), 1), round(max(decode_rates), 1)],
         "lockstep_ratio": lockstep,
     }
 
@@ -212,7 +223,7 @@ def stored_speed(model: str, n_threads: int = 1, copies: int = 1) -> dict | None
 def measure_missing(models: set[tuple[str, int]], announce=None, copies: int = 1) -> dict[str, str]:
     """Measure and keep the rates of every installed ``(model, threads)`` with no stored
     measurement, alone and, for ``copies`` > 1, that many at once (a dry run's ETA needs them;
-    about 10-30 s each). Returns what was left unmeasured and why (not installed)."""
+    about 35 s each on the default model). Returns what was left unmeasured and why (not installed)."""
     from ragleak.rag.models import MODELS, is_installed
 
     skipped = {}
