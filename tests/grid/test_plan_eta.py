@@ -221,6 +221,16 @@ def test_a_voting_answers_lock_step_steps_are_priced_at_their_measured_cost(tmp_
                                            + 5 * 1.2 / DECODE))
 
 
+def test_batched_streams_are_priced_one_query_at_a_time_and_say_so(rates, tmp_path):
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    plans = [plan_summary(GridConfig(attacks=["ps"], defenses=["none"], budget=4, audit="off",
+                                     stack={"decoding": {"batch": batch}}, **CORPUS),
+                          completions=table(ps=[20]), tokens=count) for batch in (1, 4)]
+    assert plans[0]["eta_s"] == plans[1]["eta_s"]
+    assert "batched_streams_priced_one_at_a_time" not in plans[0]["eta_basis"]
+    assert plans[1]["eta_basis"]["batched_streams_priced_one_at_a_time"] == 1
+
+
 def test_voting_use_averages_the_answers_of_finished_cells_and_survives_the_table_file():
     def cell(defense, model, used):
         return {"spec": {"defense": defense, "attack": "ikea", "stack": {"model": model}},
@@ -323,6 +333,7 @@ def test_the_cli_dry_run_prints_the_expected_eta_and_the_upper_bound(rates, tmp_
     assert result.exit_code == 0, result.output
     assert "(expected), <=" in result.output and "(upper bound at max_tokens)" in result.output
     assert "by attack: ps ~" in result.output and "prompt prefill" in result.output
+    assert "by defense: none ~" in result.output
     run, model_id = make_run(tmp_path, {"ps": {}})
     cache = GenerationCache(run / "generations.sqlite")
     put(cache, model_id, "prompt of ps", 256, 7)

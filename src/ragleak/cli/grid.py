@@ -112,6 +112,8 @@ def grid_command(
                 share = split["prefill"] / max(split["prefill"] + split["decode"], 1)
                 console.print(f"  by attack: {attacks}; expected time {share:.0%} prompt prefill, "
                               f"{1 - share:.0%} decoding", highlight=False)
+                defenses = ", ".join(f"{d} ~{duration(t['expected_s'])}" for d, t in basis["by_defense"].items())
+                console.print(f"  by defense: {defenses}", highlight=False)
                 if basis["completions"]["unobserved_at_cap"]:
                     console.print(f"  no observed answer length (priced at the cap): "
                                   f"{', '.join(basis['completions']['unobserved_at_cap'])}", highlight=False)

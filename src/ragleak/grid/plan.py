@@ -440,6 +440,11 @@ class EtaModel:
         }
         if self._no_lockstep:
             basis["lockstep_unmeasured"] = sorted(self._no_lockstep)  # voting steps priced per sequence
+        batched = sum(1 for s in streams if s.cell.stack.decoding.batch > 1)
+        if batched:
+            # a batch's steps shrink as its answers end, which the observations do not show: no
+            # credit, so these streams' expected time errs high
+            basis["batched_streams_priced_one_at_a_time"] = batched
         if missing:
             basis["missing"] = sorted(missing)
             basis["hint"] = ("measure this machine's rates with `ragleak models --bench` (threads 1 for grid workers)"
