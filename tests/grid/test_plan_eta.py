@@ -155,11 +155,16 @@ def test_without_rates_there_is_no_breakdown(tmp_path, monkeypatch):
     assert "by_attack" not in plan["eta_basis"] and "expected_split_s" not in plan["eta_basis"]
 
 
-def test_a_voting_defense_pays_each_prompt_its_share_of_the_passages_and_each_lock_step(rates, tmp_path):
+def private_rag_grid(tmp_path):
+    """PS under private-rag (4 voters, 12 new tokens), budget 3: the grid, a word counter and its count."""
     config = GridConfig(attacks=["ps"], defenses=["private-rag"], budget=3, audit="off",
                         defense_params={"private-rag": {"voters": 4, "max_new_tokens": 12}}, **CORPUS)
     count = PromptTokenCounter(tmp_path / "t.json", count=words)
-    counted = count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack)
+    return config, count, count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack)
+
+
+def test_a_voting_defense_pays_each_prompt_its_share_of_the_passages_and_each_lock_step(rates, tmp_path):
+    config, count, counted = private_rag_grid(tmp_path)
     # 4 voters of one passage each and the public prompt (none): 5 frames and 4 passages prefilled;
     # the answer (20 tokens observed) stops at the defense's 12 new tokens: 12 steps of 5 sequences
     prefill = 5 * counted.frame_tokens + 4 * counted.passage_tokens
@@ -178,10 +183,7 @@ def test_a_voting_defense_pays_each_prompt_its_share_of_the_passages_and_each_lo
 
 
 def test_a_voting_defense_is_priced_at_its_observed_answers_where_a_run_shows_them(rates, tmp_path):
-    config = GridConfig(attacks=["ps"], defenses=["private-rag"], budget=3, audit="off",
-                        defense_params={"private-rag": {"voters": 4, "max_new_tokens": 12}}, **CORPUS)
-    count = PromptTokenCounter(tmp_path / "t.json", count=words)
-    counted = count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack)
+    config, count, counted = private_rag_grid(tmp_path)
     # observed: 10 answers of 2 prompts (one real voter) and 1 passage on average, 5 steps each
     voting = voting_use([{"spec": {"defense": "private-rag", "attack": "ps", "stack": {"model": MODEL}},
                           "defense_state": {"voting_used": {"answers": 10, "prompts": 20, "passages": 10, "steps": 50}}}])
@@ -204,10 +206,7 @@ def test_a_voting_answers_lock_step_steps_are_priced_at_their_measured_cost(tmp_
     monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path / "home"))
     save_speed(MODEL, {"threads": 1, "prefill_tok_s": PREFILL, "decode_tok_s": DECODE,
                        "lockstep_ratio": {"2": 1.2, "4": 1.5, "8": 2.5}})
-    config = GridConfig(attacks=["ps"], defenses=["private-rag"], budget=3, audit="off",
-                        defense_params={"private-rag": {"voters": 4, "max_new_tokens": 12}}, **CORPUS)
-    count = PromptTokenCounter(tmp_path / "t.json", count=words)
-    counted = count("synthetic-corp", config.corpus_params["synthetic-corp"], config.stack)
+    config, count, counted = private_rag_grid(tmp_path)
     prefill = 5 * counted.frame_tokens + 4 * counted.passage_tokens
     plan = plan_summary(config, completions=table(ps=[20]), tokens=count)
     # 12 steps of 5 sequences, each step 1.5 + (2.5 - 1.5) / 4 one-sequence steps
