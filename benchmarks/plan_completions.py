@@ -20,7 +20,9 @@ win): the MI rows of 2026-12-05 come from the Table II MI run at the paper's bud
 rest on 3 target and 1 attacker generation: its queries repeat, so most of its calls were cache
 hits. The voting rows (what private-rag's and dp-vote's answers decode) come from ``--voting`` (each
 attack under both defenses on synthetic-email, 2026-12-06: PS, PM, MI and IKEA at ``--budget 6``,
-then ``--attacks rag-thief,deal``), merged with ``--keep-shipped``.
+then ``--attacks rag-thief,deal``), merged with ``--keep-shipped``; such a run gives voting rows
+only (its attacks' answers and agent calls are shaped by the defenses: RAG-Thief reflects on far
+fewer answers when nothing leaks).
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ def main() -> None:
     state = None if args.observe_only else run_grid(grid, args.run_dir, workers=1)
     wall = time.perf_counter() - t0
     tables = [named(observe(d), d) for d in [args.run_dir, *args.also]]
+    if args.voting:  # the attacks ran against defenses that shape their answers and agents: voting rows only
+        tables = [CompletionTable({}, t.source, 0, {}, t.voting) for t in tables]
     merged = merge(tables, shipped)
     kept = "" if shipped is None else f"; merged with the table then shipped ({shipped['source']})"
     counts = defaultdict(int)
