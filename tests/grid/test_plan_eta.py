@@ -448,3 +448,8 @@ def test_the_workers_eta_schedules_the_streams_at_the_rates_of_models_running_at
     assert two["distinct_generation_streams"] == 3
     assert two["workers_eta"]["eta_s"] == round(2 * stream)
     assert two["workers_eta"]["rates"][f"{MODEL}@1x2"]["prefill_tok_s"] == PREFILL / 2
+    # two copies measured faster than one alone (separate timings): capped at the one-copy rate
+    save_speed(MODEL, {"threads": 1, "copies": 2, "prefill_tok_s": PREFILL * 1.05, "decode_tok_s": DECODE / 2})
+    two = plan_summary(config, completions=answers, tokens=count, workers=2)
+    assert two["workers_eta"]["eta_s"] == round(2 * 3 * (prompt / PREFILL + 40 / (DECODE / 2)))
+    assert two["workers_eta"]["rates"][f"{MODEL}@1x2"]["capped_at_one_copy"] == ["prefill_tok_s"]

@@ -263,6 +263,19 @@ class EtaModel:
         self._no_lockstep: set[str] = set()
         self.expected_calls = 0.0
 
+    def _speed(self, model: str, threads: int) -> dict | None:
+        """The stored rates of ``model`` with ``self.copies`` copies at once. A model beside
+        others runs no faster than alone: a several-copy rate measured above the one-copy rate
+        (two separate timings, seen 4% the wrong way round) is capped at it, and says so."""
+        speed = stored_speed(model, threads, self.copies)
+        alone = stored_speed(model, threads, 1) if self.copies > 1 and speed is not None else None
+        if alone is None:
+            return speed
+        capped = [k for k in ("prefill_tok_s", "decode_tok_s") if speed[k] > alone[k]]
+        if not capped:
+            return speed
+        return {**speed, **{k: alone[k] for k in capped}, "capped_at_one_copy": capped}
+
     def _prompt_tokens(self, cell: CellSpec) -> PromptTokens | None:
         stack = cell.stack
         counted = self.tokens(cell.corpus, cell.corpus_params, stack)
@@ -393,12 +406,13 @@ class EtaModel:
             plain = s.target_generations / max(s.target_generations + s.sequences, 1e-9)
             self.expected_calls += t_calls * plain + a_calls + scored * s.likelihood_per_sentence * sentences(answer)
             threads = stack.n_threads or 1
-            speed = stored_speed(stack.model, threads, self.copies)
+            speed = self._speed(stack.model, threads)
             if speed is None:
                 missing.add(stack.model)
                 continue
             rates[f"{stack.model}@{speed_key(threads, self.copies)}"] = {
-                k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m") if k in speed}
+                k: speed[k] for k in ("prefill_tok_s", "decode_tok_s", "measured_at", "load_1m", "capped_at_one_copy")
+                if k in speed}
             target, attacker, likelihood, voted = self.prices(s, answer, speed)
             sequence = voted or target  # a defense replacing generate without voting: a plain generation
             t_exp, t_up = target.seconds(speed)
