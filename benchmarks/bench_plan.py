@@ -5,8 +5,11 @@ model, one worker, one llama.cpp thread) and compares what ``plan_summary`` pred
 run with what the run measured:
 
 * model calls: the plan's count against the cell records' ``model_calls``;
-* time: the plan's expected ETA and its upper bound against the run's generation time (the sum of
-  the cells' ``timings.generation_s``, what the ETA prices) and its wall time, as ratios;
+* time: the plan's expected ETA and its upper bound against the run's generation time, what the
+  ETA prices (the cells' ``timings.generation_s``, the target's generate hook, plus the model time
+  of the other roles, ``attacker_model_s`` and ``standard_model_s``: an agent attack's own calls;
+  until 2026-12-06 only the hook was counted, which made agent attacks' ETAs look 1.2-1.3x high),
+  and its wall time, as ratios;
 * the ETA today's formula gave (every prompt ``1.35 x top_k x chunk_words + 100`` tokens, every
   answer ``max_tokens``), on the same rates, for comparison.
 
@@ -68,10 +71,19 @@ def predict(grid, speed: dict, completions=None) -> dict:
         plan_module.stored_speed = original
 
 
+def model_time(cell: dict) -> float:
+    """The generation time the ETA prices, of one cell record: the target pipeline's ``generate``
+    hook (its model calls, or a voting defense's decoding) and the model time of every other role
+    (an agent attack's own calls, a plain-LLM comparison), which the hook does not see."""
+    timings = cell.get("timings") or {}
+    others = sum(v for k, v in timings.items() if k.endswith("_model_s") and k != "target_model_s")
+    return (timings.get("generation_s") or 0.0) + others
+
+
 def by_defense(grid, defense: str, speed: dict, cells: list[dict]) -> dict:
     alone = grid.model_copy(update={"defenses": [defense]})
     plan = predict(alone, speed)
-    generation_s = sum(c["timings"].get("generation_s") or 0.0 for c in cells if c["spec"]["defense"] == defense)
+    generation_s = sum(model_time(c) for c in cells if c["spec"]["defense"] == defense)
     return {"eta_expected_s": plan["eta_s"], "eta_upper_s": plan["eta_upper_s"], "generation_s": round(generation_s, 1),
             "expected_over_generation_s": round(plan["eta_s"] / generation_s, 3) if generation_s else None,
             "upper_over_generation_s": round(plan["eta_upper_s"] / generation_s, 3) if generation_s else None}
@@ -99,7 +111,8 @@ def main() -> None:
         observed = observe(run_dir)
         in_sample = predict(grid, before, completions=observed)
     after = measure_speed(DEFAULT_MODEL, n_threads=1)
-    generation_s = sum(c["timings"].get("generation_s") or 0.0 for c in cells)
+    generation_s = sum(model_time(c) for c in cells)
+    target_hook_s = sum(c["timings"].get("generation_s") or 0.0 for c in cells)
     measured_calls = sum(c["model_calls"] for c in cells)
     legacy = old_eta(plan, grid, before)
 
@@ -115,7 +128,8 @@ def main() -> None:
                  "model": grid.stack.model, "threads": 1, "workers": 1},
         "rates": {"before": before, "after": after},
         "run": {"cells": state.total, "errors": state.errors, "failed": state.failed, "wall_s": round(wall, 1),
-                "generation_s": round(generation_s, 1), "model_calls": measured_calls,
+                "generation_s": round(generation_s, 1), "target_generate_hook_s": round(target_hook_s, 1),
+                "model_calls": measured_calls,
                 "cache_hits": state.cache_hits, "observed": observed.to_json()},
         "plan": {"seconds": round(plan_s, 2), "streams": plan["distinct_generation_streams"],
                  "model_calls": plan["model_calls"], "prompt_tokens": plan["eta_basis"]["prompt_tokens"],

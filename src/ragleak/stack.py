@@ -221,6 +221,15 @@ class Stack:
             row["cache_waited"] += gen.waited
         return out
 
+    def model_seconds(self) -> dict[str, float]:
+        """Per role: wall seconds spent inside the model on its generations (cache misses), what
+        the dry run's ETA prices; a voting defense's own decoding is not among them (it is part
+        of the target's ``generate`` hook time)."""
+        out: dict[str, float] = {}
+        for (role, _), gen in self._generators.items():
+            out[role] = out.get(role, 0.0) + gen.model_seconds
+        return out
+
     @property
     def model_calls(self) -> int:
         return sum(g.misses for g in self._generators.values())

@@ -45,6 +45,8 @@ def test_ikea_cell_uses_the_cells_model_and_cache_for_its_attacker(tmp_path, mon
     assert len(rows) == record.model_calls
     assert record.model_calls == sum(r["model_calls"] for r in record.calls_by_role.values())
     assert set(record.calls_by_role) == {"target", "attacker"}
+    # the attacker's model time is recorded beside the target's (its calls are outside the generate hook)
+    assert record.timings["attacker_model_s"] > 0 and record.timings["target_model_s"] > 0
     transcript = RunStore(run_dir).transcript_path(spec.cell_id).read_text(encoding="utf-8")
     assert '"attacker_calls": %d' % sum(record.calls_by_role["attacker"].values()) in transcript
     assert not (home / "generations.sqlite").exists()  # nothing went to a cache outside the run

@@ -108,3 +108,20 @@ def test_likelihoods_are_cached_and_offered_only_when_the_model_scores_text(tmp_
     assert again.continuation_logprobs("another prompt", "the Quorvash ledger") != [] and again.misses == 1
     plain = CachedGenerator(ScriptedGenerator("x"), GenerationCache(tmp_path / "c.sqlite"))
     assert getattr(plain, "continuation_logprobs", None) is None  # a model that cannot score offers nothing
+
+
+def test_model_seconds_count_the_time_inside_the_model_on_misses_only(tmp_path):
+    import time
+
+    def slow(user):
+        time.sleep(0.02)
+        return user[::-1]
+
+    gen = CachedGenerator(ScriptedGenerator(slow, model_id="slow-model"), GenerationCache(tmp_path / "c.sqlite"))
+    gen.generate(_msgs("hello"))
+    after_miss = gen.model_seconds
+    gen.generate(_msgs("hello"))  # a hit: no model time
+    assert after_miss >= 0.02 and gen.model_seconds == after_miss
+    uncached = CachedGenerator(ScriptedGenerator(slow, model_id="slow-model"), None)
+    uncached.generate(_msgs("hi"))
+    assert uncached.model_seconds >= 0.02

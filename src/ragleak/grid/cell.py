@@ -98,7 +98,10 @@ def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None)
         record = record.model_copy(update={"audit": audit_record(audit, pipeline), "timings": {
             "setup_s": round(t_setup, 3), "total_s": round(time.perf_counter() - t0, 3),
             "generation_s": round(sum(q.trace.timings.get("generate", 0.0) for q in transcript.queries
-                                      if q.trace is not None), 3)}})
+                                      if q.trace is not None), 3),
+            # the model's own time per role: an agent attack's calls ("attacker") are not in the
+            # target's generate hook, and the dry run's ETA prices them
+            **{f"{role}_model_s": round(seconds, 3) for role, seconds in stack.model_seconds().items()}}})
     except Exception as exc:  # a failing cell is a record, not a crashed grid
         record = CellRecord(
             cell_id=spec.cell_id, spec=spec, status="error", error=f"{type(exc).__name__}: {exc}",

@@ -449,6 +449,7 @@ class CachedGenerator:
         self.repairs = 0
         self.waited = 0
         self.takeovers = 0
+        self.model_seconds = 0.0  # wall time inside the model on misses (what a dry run's ETA prices)
 
     @property
     def params(self) -> DecodingParams:
@@ -478,7 +479,7 @@ class CachedGenerator:
     def _generate(self, messages: Sequence[ChatMessage], p: DecodingParams, wait: bool) -> Generation | None:
         if self.cache is None:
             self.misses += 1
-            return self.inner.generate(messages, p)
+            return self._timed(lambda: self.inner.generate(messages, p))
         prompt = self.render(messages)
         key = cache_key(self.model_id, p, prompt)
         hit = self._lookup(prompt, p)
@@ -491,7 +492,7 @@ class CachedGenerator:
             return None
         with self.cache.holding(claim):
             self.misses += 1
-            generation = self.inner.generate(messages, p)
+            generation = self._timed(lambda: self.inner.generate(messages, p))
             self.cache.put(key, self.model_id, p, prompt, generation)  # before the release: a waiter finds it
         return generation
 
@@ -592,7 +593,17 @@ class CachedGenerator:
         except RagleakError as exc:
             return exc
 
+    def _timed(self, call: Callable[[], T]) -> T:
+        t0 = time.perf_counter()
+        try:
+            return call()
+        finally:
+            self.model_seconds += time.perf_counter() - t0
+
     def _inner_many(self, batch: list[Sequence[ChatMessage]], params: DecodingParams) -> list[GenerationResult]:
+        return self._timed(lambda: self._inner_many_untimed(batch, params))
+
+    def _inner_many_untimed(self, batch: list[Sequence[ChatMessage]], params: DecodingParams) -> list[GenerationResult]:
         if not batch:
             return []
         many = getattr(self.inner, "generate_many", None)
@@ -623,7 +634,7 @@ class CachedGenerator:
         under a key of its own kind; counted as a model call or a hit like a generation."""
         if self.cache is None:
             self.misses += 1
-            return self.inner.continuation_logprobs(prompt, text)
+            return self._timed(lambda: self.inner.continuation_logprobs(prompt, text))
         key = digest({"model": self.model_id, "continuation_logprobs": prompt, "text": text,
                       "v": LIKELIHOOD_VERSION})
         hit = self._read(key)
@@ -632,7 +643,7 @@ class CachedGenerator:
             return [(piece, float(lp)) for piece, lp in json.loads(hit.text)]
         self.misses += 1
         t0 = time.perf_counter()
-        scored = self.inner.continuation_logprobs(prompt, text)
+        scored = self._timed(lambda: self.inner.continuation_logprobs(prompt, text))
         record = Generation(text=json.dumps([[piece, lp] for piece, lp in scored]), prompt_tokens=0,
                             completion_tokens=len(scored), finish_reason="likelihood",
                             seconds=time.perf_counter() - t0)
