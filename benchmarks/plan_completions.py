@@ -78,33 +78,28 @@ def named(table: CompletionTable, run_dir: Path) -> CompletionTable:
     return CompletionTable(table.rows, f"grid run {name!r}", table.unattributed, table.calls, table.voting)
 
 
+def _most_observed(rows: list[dict], key: tuple[str, ...], count: str) -> list[dict]:
+    """Per ``key`` (row fields), the first row with the largest ``count``, sorted by key."""
+    best: dict[tuple, dict] = {}
+    for row in rows:
+        k = tuple(row[f] for f in key)
+        if k not in best or row[count] > best[k][count]:
+            best[k] = row
+    return [best[k] for k in sorted(best)]
+
+
 def merge(tables: list[CompletionTable], shipped: dict | None = None) -> dict:
     """One table: per key, the table with the most observations wins (medians do not add up).
     ``shipped`` (the table as shipped, its rows already naming where they come from) competes
     after ``tables``, so a run wins a tie."""
-    rows = [{**row, "from": t.source} for t in tables for row in t.to_json()["rows"]]
-    calls_rows = [{**row, "from": t.source} for t in tables for row in t.to_json()["calls"]]
-    voting_rows = [{**row, "from": t.source} for t in tables for row in t.to_json()["voting"]]
-    if shipped is not None:
-        rows += shipped["rows"]
-        calls_rows += shipped["calls"]
-        voting_rows += shipped.get("voting", [])
-    best: dict[tuple, dict] = {}
-    for row in rows:
-        key = (row["attack"], row["role"], row["model"])
-        if key not in best or row["n"] > best[key]["n"]:
-            best[key] = row
-    calls: dict[str, dict] = {}
-    for row in calls_rows:
-        if row["attack"] not in calls or row["cells"] > calls[row["attack"]]["cells"]:
-            calls[row["attack"]] = row
-    voting: dict[tuple, dict] = {}
-    for row in voting_rows:
-        key = (row["defense"], row["attack"], row["model"])
-        if key not in voting or row["answers"] > voting[key]["answers"]:
-            voting[key] = row
-    return {"rows": sorted(best.values(), key=lambda r: (r["model"], r["attack"], r["role"])),
-            "calls": [calls[a] for a in sorted(calls)], "voting": [voting[k] for k in sorted(voting)]}
+    sections = {"rows": (("model", "attack", "role"), "n"), "calls": (("attack",), "cells"),
+                "voting": (("defense", "attack", "model"), "answers")}
+    merged = {}
+    for section, (key, count) in sections.items():
+        rows = [{**row, "from": t.source} for t in tables for row in t.to_json()[section]]
+        rows += (shipped or {}).get(section, [])
+        merged[section] = _most_observed(rows, key, count)
+    return merged
 
 
 def main() -> None:

@@ -98,9 +98,8 @@ class VotingStats:
 
     def row(self) -> dict:
         return {"defense": self.defense, "attack": self.attack, "model": self.model, "cells": self.cells,
-                "answers": self.answers,
-                "prompts_mean": self.prompts_mean, "passages_mean": self.passages_mean,
-                "steps_mean": self.steps_mean}
+                "answers": self.answers, "prompts_mean": self.prompts_mean,
+                "passages_mean": self.passages_mean, "steps_mean": self.steps_mean}
 
 
 @dataclass(frozen=True)

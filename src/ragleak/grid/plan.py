@@ -326,8 +326,8 @@ class EtaModel:
         if s.voting is not None:  # its prompts are built afresh (no prefix reuse), its answers short
             v = s.voting
             passage = counted.passage_tokens if counted is not None else TOKENS_PER_WORD * stack.chunk_words
-            own = frame + v.passages / v.prompts * passage  # a prompt's frame and its share of the passages
-            steps = min(answer, float(v.max_new_tokens))
+            shaped = frame + v.passages / v.prompts * passage  # a prompt's frame and its share of the passages
+            own, steps = shaped, min(answer, float(v.max_new_tokens))
             # one of the shape's ``prompts`` sequences; observed answers (``VotingStats``) fill fewer
             # and stop sooner: the expected price is the observed answer spread over the shape's slots
             fill, n = 1.0, float(v.prompts)
@@ -343,8 +343,7 @@ class EtaModel:
                 self._no_lockstep.add(stack.model)
             decoded = fill * steps if ratio is None else steps * ratio / v.prompts
             voted = GenerationPrice(prompt=fill * (own + history * (query + steps)), completion=decoded,
-                                    prompt_upper=frame + v.passages / v.prompts * passage
-                                    + history * (query + v.max_new_tokens),
+                                    prompt_upper=shaped + history * (query + v.max_new_tokens),
                                     completion_upper=v.max_new_tokens)
         if stack.decoding.reuse_prefix:
             # the prefix-reuse mode keeps the system message's state from the call before, and a
