@@ -19,7 +19,11 @@ completion table (measured on other attacks' runs on synthetic-email: out of sam
 separately, the run's own observations (``--observe``: in sample, the estimator's best case).
 
     PYTHONPATH=src RAGLEAK_THREADS=1 nice -n 15 .venv/bin/python benchmarks/bench_plan.py [--budget 4] \\
-        [--attacks ps,mi] [--defenses none,dp-retrieval]
+        [--attacks ps,mi] [--defenses none,dp-retrieval] [--corpus synthetic-corp --docs 30] [--modes single]
+
+``--budget 0`` runs each attack at its default budget, the paper grid's setting, where an agent
+attack may end on its own long before it (IKEA: 12-13 of 256 queries on the paper's corpora under
+greedy decoding), which a small budget never shows.
 """
 
 from __future__ import annotations
@@ -43,14 +47,17 @@ from ragleak.rag.speed import measure_speed
 OUT = Path(__file__).resolve().parent / "results" / f"bench_plan-{date.today().isoformat()}.json"
 
 
-def config(budget: int, attacks: list[str], defenses: list[str]):
+def config(budget: int, attacks: list[str], defenses: list[str], corpus: str = "synthetic-corp", docs: int = 30,
+           modes: list[str] | None = None):
+    """The checked grid; ``budget`` 0: each attack's own default (where an attack may end on its own)."""
     return grid_from_dict({
         "name": "bench-plan", "attacks": attacks, "defenses": defenses,
-        "corpora": ["synthetic-corp"], "modes": ["single"], "epsilons": [1.0], "budget": budget, "audit": "off",
+        "corpora": [corpus], "modes": modes or ["single"], "epsilons": [1.0], "audit": "off",
+        **({"budget": budget} if budget else {}),
         "attack_params": {a: params for a, params in (("ps", GENERAL_POOL),
                                                       ("mi", {"n_members": 2, "n_nonmembers": 2, "kb_size": 10}))
                           if a in attacks},
-        "corpus_params": {"synthetic-corp": {"n_docs": 30}},
+        "corpus_params": {corpus: {"n_docs": docs}},
         "stack": {"n_threads": 1},
     })
 
@@ -91,13 +98,17 @@ def by_defense(grid, defense: str, speed: dict, cells: list[dict]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--budget", type=int, default=4)
+    ap.add_argument("--budget", type=int, default=4, help="queries per cell; 0: each attack's default budget")
+    ap.add_argument("--corpus", default="synthetic-corp")
+    ap.add_argument("--docs", type=int, default=30, help="the corpus's n_docs")
+    ap.add_argument("--modes", default="single")
     ap.add_argument("--attacks", default="ps,mi")
     ap.add_argument("--defenses", default="none,dp-retrieval",
                     help="e.g. none,private-rag,dp-vote: checks the pricing of voting defenses' answers")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
-    grid = config(args.budget, args.attacks.split(","), args.defenses.split(","))
+    grid = config(args.budget, args.attacks.split(","), args.defenses.split(","), args.corpus, args.docs,
+                  args.modes.split(","))
     before = measure_speed(DEFAULT_MODEL, n_threads=1)
     t0 = time.perf_counter()
     plan = predict(grid, before)
@@ -124,7 +135,9 @@ def main() -> None:
 
     report = {
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
-        "grid": {"attacks": grid.attacks, "defenses": grid.defenses, "corpora": grid.corpora, "budget": args.budget,
+        "grid": {"attacks": grid.attacks, "defenses": grid.defenses, "corpora": grid.corpora, "modes": grid.modes,
+                 "corpus_params": grid.corpus_params, "budget": args.budget or "attack defaults",
+                 "queries_sent": sum((c.get("counts") or {}).get("queries", 0) for c in cells),
                  "model": grid.stack.model, "threads": 1, "workers": 1},
         "rates": {"before": before, "after": after},
         "run": {"cells": state.total, "errors": state.errors, "failed": state.failed, "wall_s": round(wall, 1),

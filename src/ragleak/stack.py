@@ -212,13 +212,15 @@ class Stack:
     def calls(self) -> dict[str, dict[str, int]]:
         """Per role: generations run by a model (``model_calls``), served by the cache
         (``cache_hits``), and of those hits the ones served after waiting on another worker's
-        claim (``cache_waited``: the same prompt was being generated elsewhere at that moment)."""
+        claim (``cache_waited``: the same prompt was being generated elsewhere at that moment) and
+        the ones repeating a prompt this stack's role had already sent (``cache_repeats``)."""
         out: dict[str, dict[str, int]] = {}
         for (role, _), gen in self._generators.items():
-            row = out.setdefault(role, {"model_calls": 0, "cache_hits": 0, "cache_waited": 0})
+            row = out.setdefault(role, {"model_calls": 0, "cache_hits": 0, "cache_waited": 0, "cache_repeats": 0})
             row["model_calls"] += gen.misses
             row["cache_hits"] += gen.hits
             row["cache_waited"] += gen.waited
+            row["cache_repeats"] += gen.repeats
         return out
 
     def model_seconds(self) -> dict[str, float]:

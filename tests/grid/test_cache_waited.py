@@ -33,9 +33,9 @@ def test_a_waited_hit_is_counted_by_the_stack_the_progress_and_the_summary(tmp_p
     assert started.wait(10)
     assert waiter.generator("target").generate(ask).text == "answer to who?"
     thread.join(timeout=10)
-    assert waiter.calls() == {"target": {"model_calls": 0, "cache_hits": 1, "cache_waited": 1}}
+    assert waiter.calls() == {"target": {"model_calls": 0, "cache_hits": 1, "cache_waited": 1, "cache_repeats": 0}}
     assert (waiter.model_calls, waiter.cache_hits, waiter.cache_waited) == (0, 1, 1)
-    assert owner.calls() == {"target": {"model_calls": 1, "cache_hits": 0, "cache_waited": 0}}
+    assert owner.calls() == {"target": {"model_calls": 1, "cache_hits": 0, "cache_waited": 0, "cache_repeats": 0}}
 
     config = GridConfig(attacks=["ps"], defenses=["none", "pad-regex"], corpora=["synthetic-corp"])
     cells = config.expand()

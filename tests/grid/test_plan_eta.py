@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragleak.config import StackConfig
-from ragleak.grid.completions import CompletionTable, VotingStats, observe, stored_table, summarise, voting_use
+from ragleak.grid.completions import (CompletionTable, VotingStats, attack_calls, observe, stored_table, summarise,
+                                     voting_use)
 from ragleak.grid.plan import HISTORY_TURNS, TOKENS_PER_SENTENCE, plan_summary
 from ragleak.grid.spec import GridConfig
 from ragleak.grid.tokens import QUERY_WORDS, TOKENS_PER_WORD, PromptTokenCounter
@@ -359,7 +360,10 @@ def test_observed_calls_scale_the_expected_eta_and_never_lower_the_upper_bound(r
     put(cache, model_id, "an agent's prompt", 64, 12, prompt_tokens=200)
     cache.close()
     observed = observe(run)
-    assert observed.calls["ikea"].row() == {"attack": "ikea", "cells": 1, "queries_share": 0.5, "attacker_per_query": 1.5}
+    row = observed.calls["ikea"].row()
+    assert {k: row[k] for k in ("attack", "cells", "queries_share", "attacker_per_query")} == {
+        "attack": "ikea", "cells": 1, "queries_share": 0.5, "attacker_per_query": 1.5}
+    assert [(c["budget"], c["sent"]) for c in row["sent"]] == [(4, 2)]
     config = GridConfig(attacks=["ikea"], defenses=["none"], budget=4, attack_params={"ikea": {"llm_max_tokens": 64}},
                         **CORPUS)
     count = PromptTokenCounter(tmp_path / "t.json", count=words)
@@ -453,3 +457,49 @@ def test_the_workers_eta_schedules_the_streams_at_the_rates_of_models_running_at
     two = plan_summary(config, completions=answers, tokens=count, workers=2)
     assert two["workers_eta"]["eta_s"] == round(2 * 3 * (prompt / PREFILL + 40 / (DECODE / 2)))
     assert two["workers_eta"]["rates"][f"{MODEL}@1x2"]["capped_at_one_copy"] == ["prefill_tok_s"]
+
+
+def test_an_agents_repeated_prompts_are_not_priced_as_calls():
+    # 4 queries; the agent sent 6 prompts, 2 of them again (cache hits on its own keys): 4 distinct,
+    # 1 per query; a hit on another cell's entry still counts (a plan does not promise it)
+    cells = [{"spec": {"attack": "ikea", "budget": 4}, "status": "ok", "counts": {"queries": 4},
+              "calls_by_role": {"attacker": {"model_calls": 3, "cache_hits": 3, "cache_repeats": 2}}}]
+    assert attack_calls(cells)["ikea"].attacker_per_query == 1.0
+
+
+def test_an_attack_that_ends_on_its_own_is_priced_at_where_it_ended_under_any_larger_budget():
+    # IKEA at its default budget (None in the spec, 256 in the counts) sent 12 on one corpus; at
+    # budget 8 it used all 8 on another, which says nothing past 8
+    cells = [{"spec": {"attack": "ikea", "budget": None, "corpus": "qa", "versions": {"attack:ikea": "1"}},
+              "status": "ok", "counts": {"queries": 12, "budget": 256}, "calls_by_role": {}},
+             {"spec": {"attack": "ikea", "budget": 8, "corpus": "mail"}, "status": "ok",
+              "counts": {"queries": 8}, "calls_by_role": {}}]
+    calls = attack_calls(cells)["ikea"]
+    assert calls.version == "1" and len(calls.sent) == 2
+    assert calls.expected_queries(256, "qa") == (12.0, "1 cell(s) on qa")
+    assert calls.expected_queries(5, "qa")[0] == 5.0
+    assert calls.expected_queries(256, "mail")[0] == 256.0
+    assert calls.expected_queries(100, "elsewhere") == ((12 + 100) / 2, "2 cell(s) on other corpora")
+    again = CompletionTable.from_json(CompletionTable({}, "t", calls={"ikea": calls}).to_json()).calls["ikea"]
+    assert again == calls
+
+
+def test_calls_observed_on_another_attack_version_are_not_used(rates, tmp_path):
+    from ragleak.grid.completions import AttackCalls, SentQueries
+
+    config = GridConfig(attacks=["ikea"], defenses=["none"], budget=64, **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    stopped = (SentQueries(CORPUS["corpora"][0], 256, 4),)
+
+    def plan(version):
+        table = CompletionTable({}, "t", calls={"ikea": AttackCalls("ikea", 1, 1.0, 2.0, stopped, version)})
+        return plan_summary(config, completions=table, tokens=count)
+
+    same, other = plan("1"), plan("0-old")
+    assert same["eta_s"] < other["eta_s"]
+    assert same["model_calls_expected"] < other["model_calls_expected"]
+    assert other["eta_basis"]["completions"]["calls_of_another_attack_version"] == {
+        "ikea": {"observed": "0-old", "installed": "1"}}
+    assert same["eta_basis"]["completions"]["queries_sent"] == {
+        "ikea": {"streams": 1, "budgeted": 64, "expected": 4.0, "from": ["1 cell(s) on synthetic-corp"]}}
+    assert not other["eta_basis"]["completions"]["queries_sent"]

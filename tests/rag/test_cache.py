@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-from ragleak.rag.cache import CachedGenerator, GenerationCache, cache_key
+from ragleak.rag.cache import CachedGenerator, GenerationCache, batched_cache_key, cache_key
 from ragleak.rag.generator import DecodingParams
 from ragleak.rag.prompt import ChatMessage
 from ragleak.testing import ScriptedGenerator
@@ -30,6 +30,36 @@ def test_key_depends_on_model_params_and_exact_prompt():
     assert cache_key("m2", p, "prompt") != base
     assert cache_key("m", DecodingParams(max_tokens=7), "prompt") != base
     assert cache_key("m", p, "prompt ") != base
+
+
+def test_greedy_keys_ignore_the_seed_and_sampled_keys_do_not():
+    # greedy decoding draws nothing, so an agent's per-call seeds must not split its cache entries
+    greedy = [cache_key("m", DecodingParams(seed=s), "prompt") for s in (0, 1, 10_007)]
+    assert len(set(greedy)) == 1
+    assert batched_cache_key("m", DecodingParams(seed=3, batch=2), "a", ["a", "b"]) == \
+        batched_cache_key("m", DecodingParams(seed=0, batch=2), "a", ["a", "b"])
+    sampled = {cache_key("m", DecodingParams(temperature=0.7, top_k=40, seed=s), "prompt") for s in (0, 1)}
+    assert len(sampled) == 2
+
+
+def test_an_agents_reseeded_greedy_repeat_is_a_hit(tmp_path):
+    inner = counting_generator()
+    gen = CachedGenerator(inner, GenerationCache(tmp_path / "c.sqlite"))
+    first = gen.generate(_msgs("hello"), DecodingParams(seed=11))
+    again = gen.generate(_msgs("hello"), DecodingParams(seed=12))
+    assert inner.calls == 1 and again.cached and again.text == first.text
+
+
+def test_repeats_count_only_hits_on_prompts_this_wrapper_sent_before(tmp_path):
+    path = tmp_path / "c.sqlite"
+    earlier = CachedGenerator(counting_generator(), GenerationCache(path))
+    earlier.generate(_msgs("from another cell"))
+    gen = CachedGenerator(counting_generator(), GenerationCache(path))
+    gen.generate(_msgs("from another cell"))  # a hit, but this wrapper's first sending of it
+    gen.generate(_msgs("new"))
+    gen.generate(_msgs("new"))
+    gen.generate(_msgs("from another cell"))
+    assert (gen.misses, gen.hits, gen.repeats) == (1, 3, 2)
 
 
 def test_hit_does_not_run_the_model_and_persists(tmp_path):

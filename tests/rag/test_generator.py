@@ -45,6 +45,17 @@ def test_greedy_generation_is_deterministic_and_counts_invocations(generator):
     assert a.completion_tokens <= 24
 
 
+def test_greedy_text_does_not_depend_on_the_seed(generator):
+    # why the cache keys greedy generations without their seed (``rag.cache.key_params``); the
+    # sampled pair shows the seed does reach the sampler when it draws
+    inner = generator.inner
+    greedy = {inner.generate(MESSAGES, DecodingParams(max_tokens=24, seed=s)).text for s in (1, 2, 977)}
+    assert len(greedy) == 1
+    sampled = {inner.generate(MESSAGES, DecodingParams(max_tokens=24, temperature=1.5, top_k=0, seed=s)).text
+               for s in (1, 2, 977)}
+    assert len(sampled) > 1
+
+
 def test_next_token_logprobs_is_a_distribution_and_agrees_with_greedy(generator):
     inner = generator.inner
     logprobs = inner.next_token_logprobs(inner.render(MESSAGES))

@@ -114,6 +114,11 @@ def grid_command(
                               f"{1 - share:.0%} decoding", highlight=False)
                 defenses = ", ".join(f"{d} ~{duration(t['expected_s'])}" for d, t in basis["by_defense"].items())
                 console.print(f"  by defense: {defenses}", highlight=False)
+                ended = basis["completions"].get("queries_sent") or {}
+                if ended:
+                    console.print("  ends on its own (observed; queries per stream expected of the budget): " + ", ".join(
+                        f"{a} ~{r['expected'] / r['streams']:.0f} of {r['budgeted'] / r['streams']:.0f}"
+                        for a, r in ended.items()), highlight=False)
                 if basis["completions"]["unobserved_at_cap"]:
                     console.print(f"  no observed answer length (priced at the cap): "
                                   f"{', '.join(basis['completions']['unobserved_at_cap'])}", highlight=False)

@@ -15,9 +15,14 @@ equals the entry's ``max_tokens``, and left unattributed when no attack or sever
 run (or the target's own decoding) share that cap. Without a run, the plan reads the table
 measured on this project's runs (``data/plan/completions.v1.json``, its provenance inside).
 
-The finished cell records give, per attack, the share of its budget it really sent and its own
-LLM calls per target query (``AttackCalls``): the expected ETA scales by both, the upper bound
-keeps the full budget and the larger of the declared and observed calls.
+The finished cell records give, per attack, how many queries it really sent of its budget and
+its own LLM calls per target query (``AttackCalls``): the expected ETA scales by both, the upper
+bound keeps the full budget and the larger of the declared and observed calls. An attack that
+ends on its own (IKEA runs out of anchors: greedy decoding writes the same question for an anchor
+every time) stops where it stops whatever its budget, so a cell that sent fewer queries than its
+budget prices any budget at most at what it sent; one that used its whole budget says nothing
+beyond it, so a larger budget is priced whole. Observations on the planned cell's corpus come
+first (where an attack stops depends on what it reads).
 
 Each row keeps the median (what a typical call costs, as asked of the plan) and the mean: the
 ETA sums calls, so it prices them at the mean, which a few answers at the cap pull above the
@@ -64,19 +69,52 @@ class CompletionStats:
 
 
 @dataclass(frozen=True)
+class SentQueries:
+    """One observed cell of an attack: its corpus, its budget and the queries it sent."""
+
+    corpus: str
+    budget: int
+    sent: int
+
+    def expected(self, budget: int) -> float:
+        """Queries this cell's attack would send under ``budget``: where it ended on its own (it
+        sent less than its budget), at most that; otherwise the whole of ``budget``."""
+        return float(min(budget, self.sent)) if self.sent < self.budget else float(budget)
+
+    def row(self) -> dict:
+        return {"corpus": self.corpus, "budget": self.budget, "sent": self.sent}
+
+
+@dataclass(frozen=True)
 class AttackCalls:
     """What an attack's cells really sent, from their records: the share of the budget it used
     (an attack may stop early) and its own LLM calls per target query (RAG-Thief reflects only
-    on answers that yield a new chunk; IKEA's anchors come on top of its per-query calls)."""
+    on answers that yield a new chunk; IKEA's anchors come on top of its per-query calls), each
+    distinct prompt of a cell once (a repeat is a cache hit: ``CachedGenerator.repeats``)."""
 
     attack: str
     cells: int
     queries_share: float | None  # sent / budget over cells with a budget; None: no cell had one
     attacker_per_query: float
+    sent: tuple[SentQueries, ...] = ()  # the cells with a budget (tables before 2026-12-06: none)
+    version: str | None = None  # the attack's plugin version in those cells (None: not recorded)
+
+    def expected_queries(self, budget: int, corpus: str) -> tuple[float, str]:
+        """(queries expected under ``budget`` on ``corpus``, what that rests on): the mean over
+        the observed cells on that corpus, else over all observed cells (``SentQueries.expected``);
+        tables without them scale by ``queries_share``, at most the whole budget."""
+        same = [c for c in self.sent if c.corpus == corpus]
+        cells = same or list(self.sent)
+        if cells:
+            where = f"{len(cells)} cell(s) on {corpus}" if same else f"{len(cells)} cell(s) on other corpora"
+            return sum(c.expected(budget) for c in cells) / len(cells), where
+        share = min(self.queries_share, 1.0) if self.queries_share is not None else 1.0
+        return budget * share, "share of the budget"
 
     def row(self) -> dict:
         return {"attack": self.attack, "cells": self.cells, "queries_share": self.queries_share,
-                "attacker_per_query": self.attacker_per_query}
+                "attacker_per_query": self.attacker_per_query, "sent": [c.row() for c in self.sent],
+                "version": self.version}
 
 
 @dataclass(frozen=True)
@@ -134,7 +172,10 @@ class CompletionTable:
             rows[(s.attack, s.role, s.model)] = s
         calls = {}
         for r in data.get("calls", []):
-            c = AttackCalls(**{k: v for k, v in r.items() if k in AttackCalls.__dataclass_fields__})
+            fields = {k: v for k, v in r.items() if k in AttackCalls.__dataclass_fields__}
+            fields["sent"] = tuple(SentQueries(str(c["corpus"]), int(c["budget"]), int(c["sent"]))
+                                   for c in r.get("sent") or ())
+            c = AttackCalls(**fields)
             calls[c.attack] = c
         voting = {}
         for r in data.get("voting", []):
@@ -170,24 +211,32 @@ def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], 
 def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
     """``AttackCalls`` per attack over the finished cell records of a run."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0, 0])  # cells, sent, budgeted sent, budget, agent
+    stops: dict[str, list[SentQueries]] = defaultdict(list)
+    versions: dict[str, set[str]] = defaultdict(set)
     for cell in cells:
         spec, counts = cell["spec"], cell.get("counts") or {}
         sent = counts.get("queries")
         if cell.get("status") not in ("ok", "partial") or not isinstance(sent, int) or sent <= 0:
             continue
         roles = cell.get("calls_by_role") or {}
-        # the attack's own model: its agent ("attacker") and a standard LLM it compares with
+        # the attack's own model: its agent ("attacker") and a standard LLM it compares with; a
+        # prompt the cell had sent before is served by the cache in any plan, so not counted
         agent = {k: sum((roles.get(r) or {}).get(k, 0) for r in ("attacker", "standard"))
-                 for k in ("model_calls", "cache_hits")}
+                 for k in ("model_calls", "cache_hits", "cache_repeats")}
         row = sums[spec["attack"]]
         row[0] += 1
         row[1] += sent
-        if spec.get("budget"):
+        budget = spec.get("budget") or counts.get("budget")  # records before 2026-12-06: the spec's only
+        if isinstance(budget, int) and budget > 0:
             row[2] += sent
-            row[3] += spec["budget"]
-        row[4] += agent.get("model_calls", 0) + agent.get("cache_hits", 0)
+            row[3] += budget
+            stops[spec["attack"]].append(SentQueries(str(spec.get("corpus", "?")), budget, sent))
+        version = (spec.get("versions") or {}).get(f"attack:{spec['attack']}")
+        if version is not None:
+            versions[spec["attack"]].add(str(version))
+        row[4] += agent["model_calls"] + agent["cache_hits"] - agent["cache_repeats"]
     return {attack: AttackCalls(attack, int(n), round(budgeted / budget, 3) if budget else None,
-                                round(agent / sent, 3))
+                                round(agent / sent, 3), tuple(stops[attack]), ",".join(sorted(versions[attack])) or None)
             for attack, (n, sent, budgeted, budget, agent) in sums.items()}
 
 

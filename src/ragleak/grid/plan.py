@@ -259,6 +259,8 @@ class EtaModel:
         self._unobserved: set[str] = set()
         self._prompts: dict[str, dict] = {}
         self._calls_used: dict[str, dict] = {}
+        self._calls_other_version: dict[str, dict] = {}
+        self._queries: dict[str, dict] = {}  # per attack: streams, queries budgeted and expected sent
         self._voting_used: dict[str, dict] = {}
         self._no_lockstep: set[str] = set()
         self.expected_calls = 0.0
@@ -371,16 +373,28 @@ class EtaModel:
     def calls(self, s: CellEstimate, answer: float) -> tuple[float, float, float, float, float]:
         """(target-side, attacker) calls of stream ``s``: expected, then upper, then the expected
         answers whose sentences get likelihood passes (the upper bound: every query's). Expected
-        scales by the share of its budget the attack was observed to send and uses its observed
-        attacker calls per query; the upper bound is the full budget at the larger of declared and
-        observed. ``answer``: the expected answer length in tokens."""
+        scales by the queries the attack was observed to send under the stream's budget
+        (``AttackCalls.expected_queries``: an attack that ended on its own sends no more under a
+        larger budget) and uses its observed attacker calls per query; the upper bound is the full
+        budget at the larger of declared and observed. Observations of another version of the
+        attack than the installed one are not used. ``answer``: the expected answer length in tokens."""
         observed = self.completions.calls.get(s.cell.attack)
         target = s.target_generations + s.sequences
         scored = s.queries if s.likelihood_per_sentence else 0.0
+        installed = ATTACKS.get(s.cell.attack).version
+        if observed is not None and observed.version not in (None, installed):
+            self._calls_other_version[s.cell.attack] = {"observed": observed.version, "installed": installed}
+            observed = None
         if observed is None or s.queries == 0:
             return target, s.attacker_calls, target, s.attacker_calls, scored
         self._calls_used[s.cell.attack] = observed.row()
-        share = min(observed.queries_share, 1.0) if observed.queries_share is not None else 1.0
+        sent, rests_on = observed.expected_queries(round(s.queries), s.cell.corpus)
+        share = min(sent / s.queries, 1.0)
+        row = self._queries.setdefault(s.cell.attack, {"streams": 0, "budgeted": 0.0, "expected": 0.0, "from": set()})
+        row["streams"] += 1
+        row["budgeted"] += s.queries
+        row["expected"] += s.queries * share
+        row["from"].add(rests_on)
         declared = s.attacker_calls / s.queries
         # the observed calls of the attack's own model include its likelihood passes
         per_query = max(observed.attacker_per_query - s.likelihood_per_sentence * sentences(answer), 0.0)
@@ -393,6 +407,7 @@ class EtaModel:
         self.expected_calls = 0.0
         self.seconds = {}
         self._no_lockstep = set()
+        self._queries = {}
         # where the time goes: per attack (expected, upper) and the expected prefill/decode split
         by_attack: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         by_defense: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -440,6 +455,12 @@ class EtaModel:
             "completions": {"source": self.completions.source, "used": dict(sorted(self._used.items())),
                             "unobserved_at_cap": sorted(self._unobserved),
                             "calls_used": dict(sorted(self._calls_used.items())),
+                            "calls_of_another_attack_version": dict(sorted(self._calls_other_version.items())),
+                            # attacks whose observed cells sent less than their budgets (they end on their own)
+                            "queries_sent": {a: {"streams": r["streams"], "budgeted": round(r["budgeted"]),
+                                                 "expected": round(r["expected"], 1), "from": sorted(r["from"])}
+                                             for a, r in sorted(self._queries.items())
+                                             if r["expected"] < r["budgeted"]},
                             "voting_used": dict(sorted(self._voting_used.items()))},
             "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved), "
                        "observed share of the budget sent and attacker calls per query (declared where unobserved); "

@@ -55,11 +55,14 @@ class QueryCounts(BaseModel):
     answered: int = Field(ge=0, description="responses, refusals excluded")
     refused: int = Field(default=0, ge=0)
     errors: int = Field(ge=0, description="failed queries: never scored")
+    budget: int | None = Field(default=None, ge=0, description="the queries the attack could send (the cell's budget "
+                                                               "or the attack's default): fewer sent = it ended on its own")
 
     @classmethod
     def of(cls, transcript) -> "QueryCounts":
         n = transcript.outcomes()
-        return cls(queries=len(transcript.queries), answered=n["answered"], refused=n["refused"], errors=n["failed"])
+        return cls(queries=len(transcript.queries), answered=n["answered"], refused=n["refused"], errors=n["failed"],
+                   budget=transcript.budget)
 
     def status(self, min_answered_share: float) -> CellStatus:
         """``failed`` when fewer than ``min_answered_share`` of the queries got a response (a
@@ -91,7 +94,7 @@ class CellRecord(BaseModel):
     model_calls: int = 0
     cache_hits: int = 0
     calls_by_role: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="role (target, attacker, standard) -> {model_calls, cache_hits, cache_waited}")
+        default_factory=dict, description="role (target, attacker, standard) -> {model_calls, cache_hits, cache_waited, cache_repeats}")
     timings: dict[str, float] = Field(default_factory=dict)
     engine: dict[str, str] = Field(default_factory=dict)
     error: str | None = None

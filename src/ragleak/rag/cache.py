@@ -87,14 +87,25 @@ DEFAULT_LEASE_S = 300.0
 REBUILD_HINT = "rerun with --rebuild-cache to move it aside and start a fresh cache"
 
 
+def key_params(params: DecodingParams) -> dict:
+    """The decoding settings a generation depends on. Greedy decoding (temperature 0: llama.cpp's
+    greedy sampler, which draws nothing) gives one text whatever the seed, so its seed is keyed
+    as 0: an agent that seeds each of its calls apart (IKEA, RAG-Thief, DEAL) then finds a prompt
+    it already sent - in this cell or another - in the cache instead of decoding it again."""
+    data = params.model_dump(mode="json")
+    if params.temperature == 0:
+        data["seed"] = 0
+    return data
+
+
 def cache_key(model_id: str, params: DecodingParams, prompt: str) -> str:
-    return digest({"model": model_id, "params": params.model_dump(mode="json"), "prompt": prompt})
+    return digest({"model": model_id, "params": key_params(params), "prompt": prompt})
 
 
 def batched_cache_key(model_id: str, params: DecodingParams, prompt: str, batch: Sequence[str]) -> str:
     """The key of ``prompt``'s generation decoded in the batch of prompts ``batch`` (in order):
     batched decoding is not exact, so the batch is part of what determines the text."""
-    return digest({"model": model_id, "params": params.model_dump(mode="json"), "prompt": prompt,
+    return digest({"model": model_id, "params": key_params(params), "prompt": prompt,
                    "batch": digest(list(batch))})
 
 
@@ -438,7 +449,10 @@ class CachedGenerator:
     corrupt cache entries this wrapper found, discarded and regenerated. A miss claims its key
     (``GenerationCache.claim``) before running the model; one another worker is generating right
     now is waited for and served as a hit, counted in ``hits`` and again in ``waited``.
-    ``takeovers`` counts stale claims (dead or silent owners) this wrapper took over."""
+    ``takeovers`` counts stale claims (dead or silent owners) this wrapper took over.
+    ``repeats`` counts the hits on a key this wrapper had already generated or served: a prompt
+    its caller sent before (an agent re-deriving a question it asked), free in any plan, unlike a
+    hit on another cell's entry, which only a grid that ran that cell first gets."""
 
     def __init__(self, inner: Generator, cache: GenerationCache | None) -> None:
         self.inner = inner
@@ -449,6 +463,8 @@ class CachedGenerator:
         self.repairs = 0
         self.waited = 0
         self.takeovers = 0
+        self.repeats = 0
+        self._keys: set[str] = set()
         self.model_seconds = 0.0  # wall time inside the model on misses (what a dry run's ETA prices)
 
     @property
@@ -487,9 +503,10 @@ class CachedGenerator:
             return hit
         claim, found, waited = self._claim(key, lambda: self._read(key), wait)
         if found is not None:
-            return self._serve([found], waited)[0]
+            return self._serve([found], waited, [key])[0]
         if claim is None:  # another worker's, and we were not to wait
             return None
+        self._keys.add(key)
         with self.cache.holding(claim):
             self.misses += 1
             generation = self._timed(lambda: self.inner.generate(messages, p))
@@ -521,10 +538,11 @@ class CachedGenerator:
             return self._inner_many(list(batch), p)
         found = self._read_all(keys)
         if found is not None:
-            return self._serve(found, False)
+            return self._serve(found, False, keys)
         claim, found, waited = self._claim(digest({"batch_claim": keys}), lambda: self._read_all(keys))
         if found is not None:
-            return self._serve(found, waited)
+            return self._serve(found, waited, keys)
+        self._keys.update(keys)
         with self.cache.holding(claim):
             self.misses += len(batch)  # the whole batch runs, its cached members included
             results = self._inner_many(list(batch), p)
@@ -565,7 +583,9 @@ class CachedGenerator:
             if found is not None:
                 return None, found, True
 
-    def _serve(self, found: list[Generation], waited: bool) -> list[Generation]:
+    def _serve(self, found: list[Generation], waited: bool, keys: Sequence[str]) -> list[Generation]:
+        self.repeats += sum(1 for key in keys if key in self._keys)
+        self._keys.update(keys)
         self.hits += len(found)
         self.waited += len(found) if waited else 0
         return [g.model_copy(update={"cached": True}) for g in found]
@@ -615,8 +635,9 @@ class CachedGenerator:
         return [self._try(lambda m=messages: self.inner.generate(m, params)) for messages in batch]
 
     def _lookup(self, prompt: str, params: DecodingParams) -> Generation | None:
-        hit = self._read(cache_key(self.model_id, params, prompt))
-        return None if hit is None else self._serve([hit], False)[0]
+        key = cache_key(self.model_id, params, prompt)
+        hit = self._read(key)
+        return None if hit is None else self._serve([hit], False, [key])[0]
 
     def cached(self, messages: Sequence[ChatMessage], params: DecodingParams | None = None) -> Generation | None:
         """The cached generation of ``messages`` (a hit), or None; never runs the model."""
@@ -639,8 +660,9 @@ class CachedGenerator:
                       "v": LIKELIHOOD_VERSION})
         hit = self._read(key)
         if hit is not None:
-            self.hits += 1
+            self._serve([hit], False, [key])
             return [(piece, float(lp)) for piece, lp in json.loads(hit.text)]
+        self._keys.add(key)
         self.misses += 1
         t0 = time.perf_counter()
         scored = self._timed(lambda: self.inner.continuation_logprobs(prompt, text))
