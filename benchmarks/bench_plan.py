@@ -148,6 +148,8 @@ def main() -> None:
                  "model_calls": plan["model_calls"], "prompt_tokens": plan["eta_basis"]["prompt_tokens"],
                  "completions": plan["eta_basis"]["completions"]},
         "model_calls_ratio": round(plan["model_calls"] / measured_calls, 3) if measured_calls else None,
+        # the calls the expected ETA prices (observed share of the budget sent, observed agent calls)
+        "model_calls_expected_ratio": round(plan["model_calls_expected"] / measured_calls, 3) if measured_calls else None,
         "stored_table": ratios(plan),
         "observed_in_sample": ratios(in_sample),
         "old_formula": {"eta_s": round(legacy), "over_generation_s": round(legacy / generation_s, 3)},

@@ -22,7 +22,11 @@ hits. The voting rows (what private-rag's and dp-vote's answers decode) come fro
 attack under both defenses on synthetic-email, 2026-12-06: PS, PM, MI and IKEA at ``--budget 6``,
 then ``--attacks rag-thief,deal``), merged with ``--keep-shipped``; such a run gives voting rows
 only (its attacks' answers and agent calls are shaped by the defenses: RAG-Thief reflects on far
-fewer answers when nothing leaks).
+fewer answers when nothing leaks). IKEA's rows (2026-12-06) come from a grid of IKEA alone at its
+default budget (256) on the paper's three corpora (150 documents each, no defense, single prompts),
+read with ``--observe-only --keep-shipped``: it ended on its own after 8, 13 and 12 queries, which
+the calls row keeps per corpus (``sent``), so the plan prices IKEA's paper cells there; a run at a
+small budget cannot show where an attack ends.
 """
 
 from __future__ import annotations

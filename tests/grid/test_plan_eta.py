@@ -503,3 +503,11 @@ def test_calls_observed_on_another_attack_version_are_not_used(rates, tmp_path):
     assert same["eta_basis"]["completions"]["queries_sent"] == {
         "ikea": {"streams": 1, "budgeted": 64, "expected": 4.0, "from": ["1 cell(s) on synthetic-corp"]}}
     assert not other["eta_basis"]["completions"]["queries_sent"]
+
+
+def test_a_partial_cell_does_not_say_where_an_attack_ends():
+    # it may have stopped on its failed queries: its sent count is no stopping point
+    cells = [{"spec": {"attack": "ikea", "budget": 256, "corpus": "qa"}, "status": "partial",
+              "counts": {"queries": 5, "errors": 2}, "calls_by_role": {}}]
+    calls = attack_calls(cells)["ikea"]
+    assert calls.sent == () and calls.queries_share is None and calls.expected_queries(256, "qa")[0] == 256

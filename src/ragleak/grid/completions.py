@@ -94,7 +94,7 @@ class AttackCalls:
 
     attack: str
     cells: int
-    queries_share: float | None  # sent / budget over cells with a budget; None: no cell had one
+    queries_share: float | None  # sent / budget over the ok cells with a budget; None: no such cell
     attacker_per_query: float
     sent: tuple[SentQueries, ...] = ()  # the cells with a budget (tables before 2026-12-06: none)
     version: str | None = None  # the attack's plugin version in those cells (None: not recorded)
@@ -227,7 +227,8 @@ def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
         row[0] += 1
         row[1] += sent
         budget = spec.get("budget") or counts.get("budget")  # records before 2026-12-06: the spec's only
-        if isinstance(budget, int) and budget > 0:
+        # where an attack ends: a partial cell may have ended on its failed queries, not on its own
+        if isinstance(budget, int) and budget > 0 and cell.get("status") == "ok":
             row[2] += sent
             row[3] += budget
             stops[spec["attack"]].append(SentQueries(str(spec.get("corpus", "?")), budget, sent))
