@@ -511,3 +511,27 @@ def test_a_partial_cell_does_not_say_where_an_attack_ends():
               "counts": {"queries": 5, "errors": 2}, "calls_by_role": {}}]
     calls = attack_calls(cells)["ikea"]
     assert calls.sent == () and calls.queries_share is None and calls.expected_queries(256, "qa")[0] == 256
+
+
+def test_target_repeats_are_priced_only_where_a_repeated_query_is_the_same_prompt(rates, tmp_path):
+    from ragleak.grid.completions import AttackCalls, generation_prompts_repeat
+
+    # RAG-Thief re-sends queries; under no defense in single prompts a repeat is a cache hit
+    cells = [{"spec": {"attack": "rag-thief", "budget": 10, "corpus": "qa", "defense": "none", "mode": "single"},
+              "status": "ok", "counts": {"queries": 10},
+              "calls_by_role": {"target": {"model_calls": 4, "cache_hits": 6, "cache_repeats": 6}}},
+             {"spec": {"attack": "rag-thief", "budget": 10, "corpus": "qa", "defense": "dp-retrieval", "mode": "single"},
+              "status": "ok", "counts": {"queries": 10},
+              "calls_by_role": {"target": {"model_calls": 10, "cache_hits": 0, "cache_repeats": 0}}}]
+    assert attack_calls(cells)["rag-thief"].target_repeat_share == 0.6  # the dp-retrieval cell is not evidence
+    assert generation_prompts_repeat("pad-regex", "single")
+    assert not generation_prompts_repeat("dp-retrieval", "single") and not generation_prompts_repeat("none", "multi")
+    config = GridConfig(attacks=["rag-thief"], defenses=["none", "dp-retrieval"], modes=["single", "multi"],
+                        budget=10, **CORPUS)
+    table = CompletionTable({}, "t", calls={"rag-thief": AttackCalls("rag-thief", 1, 1.0, 0.0, target_repeat_share=0.6)})
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    credited = plan_summary(config, completions=table, tokens=count)["model_calls_expected"]
+    none_single = config.model_copy(update={"defenses": ["none"], "modes": ["single"]})
+    alone = plan_summary(none_single, completions=table, tokens=count)["model_calls_expected"]
+    # 4 streams of 10 queries: only none/single is credited (4 calls instead of 10)
+    assert (credited, alone) == (34, 4)

@@ -98,6 +98,10 @@ class AttackCalls:
     attacker_per_query: float
     sent: tuple[SentQueries, ...] = ()  # the cells with a budget (tables before 2026-12-06: none)
     version: str | None = None  # the attack's plugin version in those cells (None: not recorded)
+    # share of the target's generations that repeated a prompt the cell had sent (served by the
+    # cache), in single-prompt cells whose generation prompts depend on the query alone
+    # (``generation_prompts_repeat``); None: no such cell observed
+    target_repeat_share: float | None = None
 
     def expected_queries(self, budget: int, corpus: str) -> tuple[float, str]:
         """(queries expected under ``budget`` on ``corpus``, what that rests on): the mean over
@@ -114,7 +118,7 @@ class AttackCalls:
     def row(self) -> dict:
         return {"attack": self.attack, "cells": self.cells, "queries_share": self.queries_share,
                 "attacker_per_query": self.attacker_per_query, "sent": [c.row() for c in self.sent],
-                "version": self.version}
+                "version": self.version, "target_repeat_share": self.target_repeat_share}
 
 
 @dataclass(frozen=True)
@@ -208,11 +212,26 @@ def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], 
     return CompletionTable(rows, source, unattributed, calls or {}, voting or {})
 
 
+def generation_prompts_repeat(defense: str, mode: str) -> bool:
+    """Whether a query sent again reaches the model as the same prompt, so the cache serves it: a
+    single prompt (a conversation's next turn carries other history) through a defense that acts
+    only after generation, or none (retrieval is exact and the prompt a function of the query; a
+    defense drawing noise before generation gives the same query another prompt)."""
+    from ragleak.defenses import defense_class
+
+    try:
+        hooks = set(defense_class(defense).hooks)
+    except Exception:  # noqa: BLE001 - a plugin this install lacks: assume it may randomise
+        return False
+    return mode == "single" and hooks <= {"postprocess"}
+
+
 def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
     """``AttackCalls`` per attack over the finished cell records of a run."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0, 0])  # cells, sent, budgeted sent, budget, agent
     stops: dict[str, list[SentQueries]] = defaultdict(list)
     versions: dict[str, set[str]] = defaultdict(set)
+    repeats: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # target repeats, target generations
     for cell in cells:
         spec, counts = cell["spec"], cell.get("counts") or {}
         sent = counts.get("queries")
@@ -232,12 +251,17 @@ def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
             row[2] += sent
             row[3] += budget
             stops[spec["attack"]].append(SentQueries(str(spec.get("corpus", "?")), budget, sent))
+        target = roles.get("target") or {}
+        if "cache_repeats" in target and generation_prompts_repeat(str(spec.get("defense")), str(spec.get("mode"))):
+            repeats[spec["attack"]][0] += target["cache_repeats"]
+            repeats[spec["attack"]][1] += target.get("model_calls", 0) + target.get("cache_hits", 0)
         version = (spec.get("versions") or {}).get(f"attack:{spec['attack']}")
         if version is not None:
             versions[spec["attack"]].add(str(version))
         row[4] += agent["model_calls"] + agent["cache_hits"] - agent["cache_repeats"]
     return {attack: AttackCalls(attack, int(n), round(budgeted / budget, 3) if budget else None,
-                                round(agent / sent, 3), tuple(stops[attack]), ",".join(sorted(versions[attack])) or None)
+                                round(agent / sent, 3), tuple(stops[attack]), ",".join(sorted(versions[attack])) or None,
+                                round(repeats[attack][0] / repeats[attack][1], 3) if repeats[attack][1] else None)
             for attack, (n, sent, budgeted, budget, agent) in sums.items()}
 
 

@@ -56,7 +56,7 @@ from ragleak.corpora import load_corpus
 from ragleak.defenses import defense_class
 from ragleak.defenses.base import VotingShape
 from ragleak.errors import RagleakError
-from ragleak.grid.completions import CompletionTable, VotingStats, stored_table
+from ragleak.grid.completions import CompletionTable, VotingStats, generation_prompts_repeat, stored_table
 from ragleak.grid.schedule import simulated_makespan, stream_chains
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.tokens import QUERY_WORDS, TOKENS_PER_WORD, PromptTokenCounter, PromptTokens
@@ -376,8 +376,10 @@ class EtaModel:
         scales by the queries the attack was observed to send under the stream's budget
         (``AttackCalls.expected_queries``: an attack that ended on its own sends no more under a
         larger budget) and uses its observed attacker calls per query; the upper bound is the full
-        budget at the larger of declared and observed. Observations of another version of the
-        attack than the installed one are not used. ``answer``: the expected answer length in tokens."""
+        budget at the larger of declared and observed. Where a query sent again is the same prompt
+        (``generation_prompts_repeat``), the expected target generations leave out the observed
+        share of repeats. Observations of another version of the attack than the installed one are
+        not used. ``answer``: the expected answer length in tokens."""
         observed = self.completions.calls.get(s.cell.attack)
         target = s.target_generations + s.sequences
         scored = s.queries if s.likelihood_per_sentence else 0.0
@@ -390,6 +392,10 @@ class EtaModel:
         self._calls_used[s.cell.attack] = observed.row()
         sent, rests_on = observed.expected_queries(round(s.queries), s.cell.corpus)
         share = min(sent / s.queries, 1.0)
+        fresh = target  # the target-side generations not served by the cell's own earlier ones
+        if observed.target_repeat_share and generation_prompts_repeat(s.cell.defense, s.cell.mode):
+            # a query the cell sent before is the same prompt again: the cache serves it
+            fresh = s.target_generations * (1 - observed.target_repeat_share) + s.sequences
         row = self._queries.setdefault(s.cell.attack, {"streams": 0, "budgeted": 0.0, "expected": 0.0, "from": set()})
         row["streams"] += 1
         row["budgeted"] += s.queries
@@ -398,7 +404,7 @@ class EtaModel:
         declared = s.attacker_calls / s.queries
         # the observed calls of the attack's own model include its likelihood passes
         per_query = max(observed.attacker_per_query - s.likelihood_per_sentence * sentences(answer), 0.0)
-        return (target * share, s.queries * share * per_query,
+        return (fresh * share, s.queries * share * per_query,
                 target, s.queries * max(declared, per_query), scored * share)
 
     def __call__(self, streams: list[CellEstimate]) -> tuple[float | None, float | None, dict]:
