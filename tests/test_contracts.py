@@ -170,6 +170,26 @@ def test_defense_contract(name):
     check_defense(name)
 
 
+def check_defense_repeats_prompts(name: str) -> None:
+    """A defense that says a query sent again reaches the generator as the same prompt (the dry
+    run then prices the repeat as a cache hit) does so: the same query twice in one pipeline."""
+    cls = DEFENSES.get(name)
+    assert isinstance(cls.repeats_prompts(), bool)
+    if not cls.repeats_prompts():
+        return
+    stack = tiny_stack()
+    pipeline = stack.pipeline(stack.index(contract_documents()[:12]), cls())
+    for query in ("Who keeps crates of amber at the north pier?", "What is the phone number in file 3?"):
+        first, again = pipeline.answer(query), pipeline.answer(query)
+        assert first.trace is not None and again.trace is not None
+        assert again.trace.prompt == first.trace.prompt, f"defense {name!r}: a repeated query got another prompt"
+
+
+@pytest.mark.parametrize("name", DEFENSES.names())
+def test_defense_repeats_prompts_where_it_says_so(name):
+    check_defense_repeats_prompts(name)
+
+
 # -- metrics ---------------------------------------------------------------------------------------
 
 def check_metric_metadata(name: str) -> None:

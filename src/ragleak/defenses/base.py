@@ -80,6 +80,16 @@ class Defense:
     # the parameter a grid's epsilon axis sets (the defense's headline epsilon); None: the axis
     # is inert for this defense and its cells at different epsilons share their generations
     epsilon_param: ClassVar[str | None] = None
+    # whether a query sent again in a cell reaches the generator as the same prompt (no noise
+    # drawn before generation), so the generation cache serves the repeat; None: only where the
+    # defense acts after generation alone (``repeats_prompts``). Checked by the defense contract
+    # test, which sends a query twice; the dry run's ETA prices repeats as free where it holds.
+    prompts_repeat: ClassVar[bool | None] = None
+
+    @classmethod
+    def repeats_prompts(cls) -> bool:
+        """Whether a query sent again reaches the generator as the same prompt (``prompts_repeat``)."""
+        return cls.prompts_repeat if cls.prompts_repeat is not None else set(cls.hooks) <= {"postprocess"}
 
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:
         # constructors store parameters only; heavy work belongs in prepare()

@@ -81,6 +81,7 @@ class LPRAG(Defense):
     version: ClassVar[str] = "1"
     epsilon_param: ClassVar[str | None] = "epsilon"
     hooks: ClassVar[frozenset[HookName]] = frozenset({"rewrite_context"})
+    prompts_repeat: ClassVar[bool | None] = True  # each (passage, entity) keeps its first substitute
     Params: ClassVar[type[DefenseParams]] = LPRAGParams
 
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:

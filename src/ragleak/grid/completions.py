@@ -214,16 +214,16 @@ def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], 
 
 def generation_prompts_repeat(defense: str, mode: str) -> bool:
     """Whether a query sent again reaches the model as the same prompt, so the cache serves it: a
-    single prompt (a conversation's next turn carries other history) through a defense that acts
-    only after generation, or none (retrieval is exact and the prompt a function of the query; a
-    defense drawing noise before generation gives the same query another prompt)."""
+    single prompt (a conversation's next turn carries other history) through a defense that says
+    so (``Defense.repeats_prompts``: none, one acting only after generation, LPRAG; a defense
+    drawing noise before generation gives the same query another prompt)."""
     from ragleak.defenses import defense_class
 
     try:
-        hooks = set(defense_class(defense).hooks)
+        repeats = defense_class(defense).repeats_prompts()
     except Exception:  # noqa: BLE001 - a plugin this install lacks: assume it may randomise
         return False
-    return mode == "single" and hooks <= {"postprocess"}
+    return mode == "single" and repeats
 
 
 def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
