@@ -524,8 +524,8 @@ def test_target_repeats_are_priced_only_where_a_repeated_query_is_the_same_promp
               "status": "ok", "counts": {"queries": 10},
               "calls_by_role": {"target": {"model_calls": 10, "cache_hits": 0, "cache_repeats": 0}}}]
     assert attack_calls(cells)["rag-thief"].target_repeat_share == 0.6  # the dp-retrieval cell is not evidence
-    assert generation_prompts_repeat("pad-regex", "single")
-    assert not generation_prompts_repeat("dp-retrieval", "single") and not generation_prompts_repeat("none", "multi")
+    assert generation_prompts_repeat("pad-regex", carries_answers=False)
+    assert not generation_prompts_repeat("dp-retrieval", False) and not generation_prompts_repeat("none", True)
     config = GridConfig(attacks=["rag-thief"], defenses=["none", "dp-retrieval"], modes=["single", "multi"],
                         budget=10, **CORPUS)
     table = CompletionTable({}, "t", calls={"rag-thief": AttackCalls("rag-thief", 1, 1.0, 0.0, target_repeat_share=0.6)})

@@ -212,7 +212,7 @@ def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], 
     return CompletionTable(rows, source, unattributed, calls or {}, voting or {})
 
 
-def generation_prompts_repeat(defense: str, mode: str) -> bool:
+def generation_prompts_repeat(defense: str, carries_answers: bool) -> bool:
     """Whether a query sent again reaches the model as the same prompt, so the cache serves it: a
     single prompt (a conversation's next turn carries other history) through a defense that says
     so (``Defense.repeats_prompts``: none, one acting only after generation, LPRAG; a defense
@@ -223,7 +223,7 @@ def generation_prompts_repeat(defense: str, mode: str) -> bool:
         repeats = defense_class(defense).repeats_prompts()
     except Exception:  # noqa: BLE001 - a plugin this install lacks: assume it may randomise
         return False
-    return mode == "single" and repeats
+    return not carries_answers and repeats
 
 
 def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
@@ -252,7 +252,7 @@ def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
             row[3] += budget
             stops[spec["attack"]].append(SentQueries(str(spec.get("corpus", "?")), budget, sent))
         target = roles.get("target") or {}
-        if "cache_repeats" in target and generation_prompts_repeat(str(spec.get("defense")), str(spec.get("mode"))):
+        if "cache_repeats" in target and generation_prompts_repeat(str(spec.get("defense")), spec.get("mode") == "multi"):
             repeats[spec["attack"]][0] += target["cache_repeats"]
             repeats[spec["attack"]][1] += target.get("model_calls", 0) + target.get("cache_hits", 0)
         version = (spec.get("versions") or {}).get(f"attack:{spec['attack']}")

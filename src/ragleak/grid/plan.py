@@ -393,7 +393,7 @@ class EtaModel:
         sent, rests_on = observed.expected_queries(round(s.queries), s.cell.corpus)
         share = min(sent / s.queries, 1.0)
         fresh = target  # the target-side generations not served by the cell's own earlier ones
-        if observed.target_repeat_share and generation_prompts_repeat(s.cell.defense, s.cell.mode):
+        if observed.target_repeat_share and generation_prompts_repeat(s.cell.defense, s.carries_answers):
             # a query the cell sent before is the same prompt again: the cache serves it
             fresh = s.target_generations * (1 - observed.target_repeat_share) + s.sequences
         row = self._queries.setdefault(s.cell.attack, {"streams": 0, "budgeted": 0.0, "expected": 0.0, "from": set()})
