@@ -22,7 +22,7 @@ separately, the run's own observations (``--observe``: in sample, the estimator'
         [--attacks ps,mi] [--defenses none,dp-retrieval] [--corpus synthetic-corp --docs 30] [--modes single]
 
 ``--budget 0`` runs each attack at its default budget, the paper grid's setting, where an agent
-attack may end on its own long before it (IKEA: 12-13 of 256 queries on the paper's corpora under
+attack may end on its own long before it (IKEA: 8-13 of 256 queries on the paper's corpora under
 greedy decoding), which a small budget never shows.
 """
 
