@@ -101,3 +101,18 @@ def test_a_single_cell_reading_uses_its_query_interval_or_claims_none(tmp_path):
     deltas = {(d["defense"], d["metric"]): d for d in summarize(run)["deltas"]}
     assert deltas[("private-rag", "attribution_f1")]["low"] is None  # one pair: no interval, not [x, x]
     assert all(row["moved"] is False for row in diff_runs(run, run))
+
+
+def test_a_cell_whose_attack_ended_before_its_budget_is_listed_with_what_it_sent(tmp_path):
+    from ragleak.grid.store import QueryCounts
+
+    cells = CONFIG.expand()
+    store = RunStore(tmp_path)
+    store.init(CONFIG, cells)
+    early, whole = cells[0], cells[1]
+    _write(store, early, ["a", "b"], counts=QueryCounts(queries=2, answered=2, errors=0, budget=256))
+    _write(store, whole, ["a", "b"], counts=QueryCounts(queries=2, answered=2, errors=0, budget=2))
+    summary = summarize(tmp_path)
+    assert [c["label"] for c in summary["ended_early"]] == [early.label]
+    page = Path(build_report(tmp_path)["report"]).read_text()
+    assert "ended before its budget" in page and ">256<" in page

@@ -269,6 +269,13 @@ def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: 
                             [[_td(c["label"]), _td(c["status"], "no"),
                               *[_td((c["counts"] or {}).get(k, "-")) for k in ("queries", "answered", "refused", "errors")]]
                              for c in troubled]))
+    if summary.get("ended_early"):
+        parts.append("<h2 id='ended-early'>Cells whose attack ended before its budget</h2>")
+        parts.append("<p class='sub'>the attack stopped on its own (it had nothing new to send); the readings rest on "
+                     "the queries it sent, not on the budget.</p>")
+        parts.append(_table(["cell", "queries sent", "budget"],
+                            [[_td(c["label"]), _td(c["counts"]["queries"]), _td(c["counts"]["budget"])]
+                             for c in summary["ended_early"]]))
     if summary["errors"]:
         parts.append("<h2 id='errors'>Errors</h2>" + _table(["cell", "error"], [[_td(e["label"]), _td(e["error"])] for e in summary["errors"]]))
     parts.append("<p class='sub'>Reproduce: <code>ragleak report RUN_DIR</code> over the same run directory.</p></body></html>")

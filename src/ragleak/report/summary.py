@@ -257,6 +257,10 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
                     "refused": sum(c.refused for c in counted), "failed": sum(c.errors for c in counted)},
         "partial": [_cell_row(r) for r in records if r.status == "partial"],
         "failed": [_cell_row(r) for r in records if r.status == "failed"],
+        # cells whose attack stopped before its budget (IKEA runs out of new questions): their
+        # readings rest on the queries sent, not on the budget the grid names
+        "ended_early": [_cell_row(r) for r in records if r.status in MEASURED and r.counts is not None
+                        and r.counts.budget is not None and r.counts.queries < r.counts.budget],
         "errors": [{"cell_id": r.cell_id, "label": r.spec.label, "error": r.error} for r in records if r.status == "error"],
         "model_calls": calls,
         "cache_hits": hits,
