@@ -498,7 +498,7 @@ class CachedGenerator:
             return self._timed(lambda: self.inner.generate(messages, p))
         prompt = self.render(messages)
         key = cache_key(self.model_id, p, prompt)
-        hit = self._lookup(prompt, p)
+        hit = self._lookup_key(key)
         if hit is not None:
             return hit
         claim, found, waited = self._claim(key, lambda: self._read(key), wait)
@@ -584,11 +584,15 @@ class CachedGenerator:
                 return None, found, True
 
     def _serve(self, found: list[Generation], waited: bool, keys: Sequence[str]) -> list[Generation]:
+        self._count_hits(keys, waited)
+        return [g.model_copy(update={"cached": True}) for g in found]
+
+    def _count_hits(self, keys: Sequence[str], waited: bool) -> None:
+        """Count the cache serving ``keys``: hits, waits and repeats of keys this wrapper had seen."""
         self.repeats += sum(1 for key in keys if key in self._keys)
         self._keys.update(keys)
-        self.hits += len(found)
-        self.waited += len(found) if waited else 0
-        return [g.model_copy(update={"cached": True}) for g in found]
+        self.hits += len(keys)
+        self.waited += len(keys) if waited else 0
 
     def _read(self, key: str) -> Generation | None:
         hit, repaired = self.cache.read(key)  # type: ignore[union-attr]
@@ -635,7 +639,9 @@ class CachedGenerator:
         return [self._try(lambda m=messages: self.inner.generate(m, params)) for messages in batch]
 
     def _lookup(self, prompt: str, params: DecodingParams) -> Generation | None:
-        key = cache_key(self.model_id, params, prompt)
+        return self._lookup_key(cache_key(self.model_id, params, prompt))
+
+    def _lookup_key(self, key: str) -> Generation | None:
         hit = self._read(key)
         return None if hit is None else self._serve([hit], False, [key])[0]
 
@@ -660,7 +666,7 @@ class CachedGenerator:
                       "v": LIKELIHOOD_VERSION})
         hit = self._read(key)
         if hit is not None:
-            self._serve([hit], False, [key])
+            self._count_hits([key], False)
             return [(piece, float(lp)) for piece, lp in json.loads(hit.text)]
         self._keys.add(key)
         self.misses += 1
