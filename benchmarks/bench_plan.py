@@ -19,7 +19,8 @@ completion table (measured on other attacks' runs on synthetic-email: out of sam
 separately, the run's own observations (``--observe``: in sample, the estimator's best case).
 
     PYTHONPATH=src RAGLEAK_THREADS=1 nice -n 15 .venv/bin/python benchmarks/bench_plan.py [--budget 4] \\
-        [--attacks ps,mi] [--defenses none,dp-retrieval] [--corpus synthetic-corp --docs 30] [--modes single]
+        [--attacks ps,mi] [--defenses none,dp-retrieval] [--corpus synthetic-corp --docs 30] [--modes single] \\
+        [--epsilons 1.0]
 
 ``--budget 0`` runs each attack at its default budget, the paper grid's setting, where an agent
 attack may end on its own long before it (IKEA: 8-13 of 256 queries on the paper's corpora under
@@ -48,11 +49,11 @@ OUT = Path(__file__).resolve().parent / "results" / f"bench_plan-{date.today().i
 
 
 def config(budget: int, attacks: list[str], defenses: list[str], corpus: str = "synthetic-corp", docs: int = 30,
-           modes: list[str] | None = None):
+           modes: list[str] | None = None, epsilons: list[float] | None = None):
     """The checked grid; ``budget`` 0: each attack's own default (where an attack may end on its own)."""
     return grid_from_dict({
         "name": "bench-plan", "attacks": attacks, "defenses": defenses,
-        "corpora": [corpus], "modes": modes or ["single"], "epsilons": [1.0], "audit": "off",
+        "corpora": [corpus], "modes": modes or ["single"], "epsilons": epsilons or [1.0], "audit": "off",
         **({"budget": budget} if budget else {}),
         "attack_params": {a: params for a, params in (("ps", GENERAL_POOL),
                                                       ("mi", {"n_members": 2, "n_nonmembers": 2, "kb_size": 10}))
@@ -102,13 +103,14 @@ def main() -> None:
     ap.add_argument("--corpus", default="synthetic-corp")
     ap.add_argument("--docs", type=int, default=30, help="the corpus's n_docs")
     ap.add_argument("--modes", default="single")
+    ap.add_argument("--epsilons", default="1.0", help="the grid's epsilon axis (ca-dp at 1,5: its bare tail is shared)")
     ap.add_argument("--attacks", default="ps,mi")
     ap.add_argument("--defenses", default="none,dp-retrieval",
                     help="e.g. none,private-rag,dp-vote: checks the pricing of voting defenses' answers")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     grid = config(args.budget, args.attacks.split(","), args.defenses.split(","), args.corpus, args.docs,
-                  args.modes.split(","))
+                  args.modes.split(","), [float(e) for e in args.epsilons.split(",")])
     before = measure_speed(DEFAULT_MODEL, n_threads=1)
     t0 = time.perf_counter()
     plan = predict(grid, before)

@@ -26,7 +26,10 @@ fewer answers when nothing leaks). IKEA's rows (2026-12-06) come from a grid of 
 default budget (256) on the paper's three corpora (150 documents each, no defense, single prompts),
 read with ``--observe-only --keep-shipped``: it ended on its own after 8, 13 and 12 queries, which
 the calls row keeps per corpus (``sent``), so the plan prices IKEA's paper cells there; a run at a
-small budget cannot show where an attack ends.
+small budget cannot show where an attack ends. The ``bare`` rows (answers to a bare question, a
+query ca-dp answers without passages once its budget is spent) come from a grid of MI, RAG-Thief
+and PS under ca-dp at eps 1 on synthetic-corp (150 documents, default budgets but PS's 10), read
+with ``--observe-only --bare-only --keep-shipped``.
 """
 
 from __future__ import annotations
@@ -116,6 +119,9 @@ def main() -> None:
     ap.add_argument("--voting", action="store_true",
                     help="run the voting defenses' grid (PS under private-rag and dp-vote) instead of the attacks'")
     ap.add_argument("--attacks", default=",".join(VOTING_ATTACKS), help="the attacks of the --voting grid")
+    ap.add_argument("--bare-only", action="store_true",
+                    help="keep only the runs' bare-answer rows (a run under a context-budget defense such as ca-dp: "
+                         "its attacks' other answers and agent calls are shaped by the defense)")
     ap.add_argument("--keep-shipped", action="store_true",
                     help="merge with the shipped table (its runs may be gone): per key the most observations win")
     args = ap.parse_args()
@@ -127,6 +133,8 @@ def main() -> None:
     tables = [named(observe(d), d) for d in [args.run_dir, *args.also]]
     if args.voting:  # the attacks ran against defenses that shape their answers and agents: voting rows only
         tables = [CompletionTable({}, t.source, 0, {}, t.voting) for t in tables]
+    if args.bare_only:
+        tables = [CompletionTable({k: r for k, r in t.rows.items() if r.role == "bare"}, t.source) for t in tables]
     merged = merge(tables, shipped)
     kept = "" if shipped is None else f"; merged with the table then shipped ({shipped['source']})"
     counts = defaultdict(int)

@@ -48,8 +48,8 @@ from ragleak.grid.tokens import PromptTokenCounter
 from ragleak.rag.speed import measure_missing
 
 
-def price(estimates, tokens: PromptTokenCounter, copies: int = 1) -> dict:
-    eta = EtaModel(stored_table(), tokens, copies)
+def price(estimates, tokens: PromptTokenCounter, copies: int = 1, shared_cache: bool = True) -> dict:
+    eta = EtaModel(stored_table(), tokens, copies, shared_cache)
     expected, upper, basis = eta(estimates)
     return {"streams": len(estimates), "queries": sum(e.queries for e in estimates),
             "model_calls_upper": round(sum(e.model_calls for e in estimates)),
@@ -78,7 +78,7 @@ def main() -> None:
     every_query = [Estimator("all")(c) for c in cells]
     plans = {"planned": price(distinct_streams(planned), tokens),
              "audit_all": price(distinct_streams(every_query), tokens),
-             "no_cache": price(every_query, tokens)}
+             "no_cache": price(every_query, tokens, shared_cache=False)}
     parallel = plan_summary(grid, cells, tokens=tokens, workers=workers)["workers_eta"]
     plans["planned_on_workers"] = {**parallel, "eta_h": round(parallel["eta_s"] / 3600, 1)}
     # the baseline at the workers' rates too: the ratio then does not move with how the one-copy

@@ -29,6 +29,7 @@ from ragleak.defenses import DEFENSES, Defense, DefenseParams
 from ragleak.errors import ConfigError, RagleakError
 from ragleak.metrics import CHANNELS, METRICS, Metric, metric_channels
 from ragleak.metrics.base import MetricContext, MetricResult
+from ragleak.rag.prompt import build_rag_messages, render_chatml
 from ragleak.records import HOOK_NAMES, Document, Passage, Turn
 from ragleak.testing import ScriptedGenerator, prompt_words_likelihood, tiny_stack
 
@@ -188,6 +189,39 @@ def check_defense_repeats_prompts(name: str) -> None:
 @pytest.mark.parametrize("name", DEFENSES.names())
 def test_defense_repeats_prompts_where_it_says_so(name):
     check_defense_repeats_prompts(name)
+
+
+CONTEXT_BUDGET_QUERIES = ("Who keeps crates of amber at the north pier?", "What is the phone number in file 3?",
+                          "Which ledger lists the Harbour Street lease?", "Who signed the amber invoice?")
+
+
+def check_defense_context_budget(name: str) -> None:
+    """A defense that says it answers only its first ``context_budget()`` queries with passages
+    (the dry run then prices the rest as bare questions, shared by every cell that sends them)
+    does so: the queries after the budget reach the generator as the bare question, the prompt a
+    passage-free pipeline would build, whatever the defense's parameters."""
+    cls = DEFENSES.get(name)
+    budget = cls().context_budget()
+    assert budget is None or (isinstance(budget, int) and budget >= 0)
+    if budget is None:
+        return
+    stack = tiny_stack()
+    pipeline = stack.pipeline(stack.index(contract_documents()[:12]), cls())
+    queries = [CONTEXT_BUDGET_QUERIES[i % len(CONTEXT_BUDGET_QUERIES)] for i in range(budget + 2)]
+    for i, query in enumerate(queries):
+        trace = pipeline.answer(query).trace
+        assert trace is not None
+        if i < budget:
+            assert trace.context, f"defense {name!r}: query {i + 1} of its budget {budget} got no passages"
+        else:
+            bare = render_chatml(build_rag_messages(query, [], pipeline.system_prompt))
+            assert not trace.context and trace.prompt == bare, (
+                f"defense {name!r}: query {i + 1}, past its context budget {budget}, is not the bare question")
+
+
+@pytest.mark.parametrize("name", DEFENSES.names())
+def test_defense_context_budget_where_it_says_so(name):
+    check_defense_context_budget(name)
 
 
 # -- metrics ---------------------------------------------------------------------------------------

@@ -123,3 +123,21 @@ def test_a_dry_run_measures_an_installed_model_without_stored_rates_once(tmp_pat
     assert speed.stored_speed("smollm2-135m", 1)["decode_tok_s"] == 5.0
     speed.measure_missing({("smollm2-135m", 1)})  # stored now: not measured again
     assert measured == [("smollm2-135m", 1)]
+
+
+def test_a_context_budget_defense_is_priced_bare_after_its_budget_and_its_tail_is_paid_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGLEAK_HOME", str(tmp_path))
+    config = GridConfig(attacks=["ps"], defenses=["ca-dp", "dp-retrieval"], epsilons=[1.0, 5.0], budget=10,
+                        defense_params={"ca-dp": {"turn_epsilon": 1.0}}, **CORPUS)
+    save_speed(config.stack.model, {"threads": 1, "prefill_tok_s": 100.0, "decode_tok_s": 10.0})
+    count = PromptTokenCounter(tmp_path / "t.json", count=lambda text: len(text.split()))
+    tokens = count("synthetic-corp", {"n_docs": 12}, config.stack)
+    plan = plan_summary(config, completions=summarise({}, "none"), tokens=count)
+    # ca-dp's budget of eps 1 (5) affords 1 (5) queries at eps 1 each: those get passages; the
+    # other queries are the bare question, the same prompts in both cells: queries 2-10 once
+    assert plan["eta_basis"]["context_budget"] == {
+        "ca-dp": {"streams": 2, "with_context": 6.0, "bare": 9.0}}
+    assert plan["model_calls_expected"] == 6 + 9 + 2 * 10  # dp-retrieval: every query, each epsilon
+    full, bare = tokens.prompt / 100 + 25.6, tokens.frame_tokens / 100 + 25.6
+    assert plan["eta_s"] == round((6 + 20) * full + 9 * bare)
+    assert plan["eta_upper_s"] == round(40 * full)  # the upper bound gives every query its passages

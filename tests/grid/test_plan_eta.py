@@ -535,3 +535,35 @@ def test_target_repeats_are_priced_only_where_a_repeated_query_is_the_same_promp
     alone = plan_summary(none_single, completions=table, tokens=count)["model_calls_expected"]
     # 4 streams of 10 queries: only none/single is credited (4 calls instead of 10)
     assert (credited, alone) == (34, 4)
+
+
+def test_observe_tells_bare_answers_from_answers_with_passages(tmp_path):
+    run, model_id = make_run(tmp_path, {"ps": {}})
+    (run / "transcripts" / "c0.json").write_text(json.dumps({"attack": "ps", "queries": [
+        {"trace": {"prompt": "with passages", "context": [{"id": "d#0"}]}},
+        {"trace": {"prompt": "bare question", "context": []}}]}))
+    cache = GenerationCache(run / "generations.sqlite")
+    put(cache, model_id, "with passages", 256, 40)
+    put(cache, model_id, "bare question", 256, 8)
+    cache.close()
+    observed = observe(run)
+    assert observed.get("ps", "target", MODEL).completion_median == 40.0
+    assert observed.get("ps", "bare", MODEL).completion_median == 8.0
+
+
+def test_bare_answers_are_priced_at_their_observed_length_else_at_the_attacks_answers(rates, tmp_path):
+    config = GridConfig(attacks=["ps"], defenses=["ca-dp"], epsilons=[1.0], budget=4,
+                        defense_params={"ca-dp": {"turn_epsilon": 1.0}}, **CORPUS)
+    tokens = _COUNT("synthetic-corp", {"n_docs": 12}, config.stack)
+    target = {("ps", "target", MODEL): [(40, 50, False)]}
+    unobserved = plan_summary(config, completions=summarise(target, "t"), tokens=_COUNT)
+    observed = plan_summary(config, completions=summarise({**target, ("ps", "bare", MODEL): [(8, 9, False)]}, "t"),
+                            tokens=_COUNT)
+    speed = unobserved["eta_basis"]["rates"][f"{MODEL}@1"]
+    prefill, decode = speed["prefill_tok_s"], speed["decode_tok_s"]
+    # one query with passages (budget eps 1 at eps 1 a query), then three bare questions
+    first = tokens.prompt / prefill + 40 / decode
+    assert unobserved["eta_s"] == round(first + 3 * (tokens.frame_tokens / prefill + 40 / decode))
+    assert unobserved["eta_basis"]["completions"]["bare_unobserved_as_target"] == [f"ps/bare/{MODEL}"]
+    assert observed["eta_s"] == round(first + 3 * (tokens.frame_tokens / prefill + 8 / decode))
+    assert observed["eta_basis"]["completions"]["bare_unobserved_as_target"] == []

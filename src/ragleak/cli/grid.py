@@ -119,6 +119,12 @@ def grid_command(
                     console.print("  ends on its own (observed; queries per stream expected of the budget): " + ", ".join(
                         f"{a} ~{r['expected'] / r['streams']:.0f} of {r['budgeted'] / r['streams']:.0f}"
                         for a, r in ended.items()), highlight=False)
+                bare = basis.get("context_budget") or {}
+                if bare:
+                    console.print("  answered without passages after the defense's context budget (expected "
+                                  "generations; a bare question is shared by every cell that sends it): " + ", ".join(
+                                      f"{d} {u['with_context']:.0f} with passages, {u['bare']:.0f} bare"
+                                      for d, u in bare.items()), highlight=False)
                 if basis["completions"]["unobserved_at_cap"]:
                     console.print(f"  no observed answer length (priced at the cap): "
                                   f"{', '.join(basis['completions']['unobserved_at_cap'])}", highlight=False)

@@ -107,6 +107,15 @@ class Defense:
         """What this defense did in the run, for the cell record; the base defense did nothing."""
         return {}
 
+    def context_budget(self) -> int | None:
+        """How many queries of one client (a target told one principal, or none) this defense
+        answers with retrieved passages before it answers every later query with none; None:
+        every query gets its passages. A query past the budget is the bare question (and its
+        history): no noise, no corpus, so the cache serves it again for any cell that sends it.
+        The dry run prices those queries so; the defense contract test sends ``budget + 2``
+        queries and checks that the prompts say so."""
+        return None
+
     def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
         return candidates
 

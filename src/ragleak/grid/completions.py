@@ -3,8 +3,9 @@
 Decoding dominates a grid's time (95% of its profile samples are llama.cpp decode) and an answer
 rarely runs to ``max_tokens``: a prompt-stealing answer may repeat a whole context, a membership
 probe's is a sentence. So the plan prices decoding at completion lengths observed per (attack,
-role, model), where role is ``target`` (the audited pipeline's answers) or ``attacker`` (an agent
-attack's own LLM calls), and keeps ``max_tokens`` only as the upper bound.
+role, model), where role is ``target`` (the audited pipeline's answers), ``bare`` (its answers to
+a bare question, a query a defense answered with no passages: ``Defense.context_budget``) or
+``attacker`` (an agent attack's own LLM calls), and keeps ``max_tokens`` only as the upper bound.
 
 Observations come from a run folder's generation cache (``observe(run_dir)``): each entry holds
 its exact rendered prompt and the ``Generation`` with its token counts. A target entry is
@@ -45,7 +46,7 @@ from ragleak.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-Role = Literal["target", "attacker"]
+Role = Literal["target", "bare", "attacker"]
 TABLE = "completions.v1.json"
 
 
@@ -301,18 +302,21 @@ def _run_cells(run_dir: Path) -> list[dict]:
     return cells
 
 
-def _trace_prompts(run_dir: Path) -> dict[str, str]:
-    """Rendered target prompt -> the attack whose transcript recorded it."""
-    prompts: dict[str, str] = {}
+def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role]]:
+    """Rendered target prompt -> (the attack whose transcript recorded it, ``bare`` where the
+    trace gave the model no passages, else ``target``)."""
+    prompts: dict[str, tuple[str, Role]] = {}
     for path in sorted((run_dir / "transcripts").glob("*.json")):
         try:
             transcript = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         for query in transcript.get("queries", []):
-            prompt = (query.get("trace") or {}).get("prompt")
-            if prompt:
-                prompts.setdefault(prompt, transcript["attack"])
+            trace = query.get("trace") or {}
+            if trace.get("prompt"):
+                # a trace that lists no context at all (one another target wrote) is not called bare
+                role: Role = "bare" if trace.get("context") == [] else "target"
+                prompts.setdefault(trace["prompt"], (transcript["attack"], role))
     return prompts
 
 
@@ -366,7 +370,7 @@ def observe(run_dir: Path) -> CompletionTable:
             continue  # a text's log-probabilities (``CachedGenerator``), not a decode
         model = names.get(model_id, model_id)
         if prompt in prompts:
-            key = (prompts[prompt], "target", model)
+            key = (*prompts[prompt], model)
         elif caps.get(max_tokens):
             key = (caps[max_tokens], "attacker", model)  # type: ignore[assignment]
         else:

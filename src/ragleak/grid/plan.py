@@ -35,6 +35,9 @@ The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the
   decoded token per sequence where the rates hold no such measurement); and, where the
   observations hold the attack's
   cells, only the share of its budget it sent, with its observed attacker calls per query;
+  a defense with a context budget (``Defense.context_budget``: ca-dp's per-client budget)
+  answers the queries after it with the bare question: priced without passages, a repeat free,
+  and a fixed attack's bare tail paid once by the cells (at each epsilon) that send it;
 * *upper bound*: the same prompts, every decode run to its cap (``max_tokens``), every query of
   the budget sent, attacker calls at the larger of the declared and observed rate, a voting
   answer at its shape, one decoded token per sequence and step.
@@ -130,6 +133,7 @@ class CellEstimate:
     likelihood_passes: float = 0.0  # the attack's prefill-only passes over answer sentences, at the cap
     likelihood_per_sentence: float = 0.0  # StreamShape.likelihood_passes_per_sentence
     voting: VotingShape | None = None  # how a voting defense decodes an answer
+    context_budget: int | None = None  # Defense.context_budget: queries answered with passages (None: all)
 
 
 class Estimator:
@@ -153,7 +157,8 @@ class Estimator:
         likelihood = queries * per_sentence * sentences(cell.stack.decoding.max_tokens)
         return CellEstimate(cell, stream_key(cell, shape), stream_kind(shape), queries, target + attacker + likelihood,
                             target + attacker + sequences, target, sequences, attacker,
-                            shape.attacker_max_tokens, shape.carries_answers, likelihood, per_sentence, voting)
+                            shape.attacker_max_tokens, shape.carries_answers, likelihood, per_sentence, voting,
+                            defense.context_budget())
 
 
 def distinct_streams(estimates: Iterable[CellEstimate]) -> list[CellEstimate]:
@@ -247,10 +252,14 @@ class GenerationPrice:
 class EtaModel:
     """Seconds on one worker for a plan's streams (see the module docstring), at the rates
     measured with ``copies`` models running at once (one per worker); ``seconds`` keeps each
-    stream's (expected, upper) after a call."""
+    stream's (expected, upper) after a call. The streams are distinct (``distinct_streams``)."""
 
-    def __init__(self, completions: CompletionTable, tokens: PromptTokenCounter, copies: int = 1) -> None:
+    def __init__(self, completions: CompletionTable, tokens: PromptTokenCounter, copies: int = 1,
+                 shared_cache: bool = True) -> None:
         self.completions = completions
+        # False: price every stream as if no generation cache served another's (a benchmark's
+        # no-cache plan), so no bare tail is shared either
+        self.shared_cache = shared_cache
         self.tokens = tokens
         self.copies = copies
         self.seconds: dict[tuple, tuple[float, float]] = {}
@@ -263,6 +272,9 @@ class EtaModel:
         self._queries: dict[str, dict] = {}  # per attack: streams, queries budgeted and expected sent
         self._voting_used: dict[str, dict] = {}
         self._no_lockstep: set[str] = set()
+        self._bare_from: dict[int, int | None] = {}  # _bare_tails of the streams priced
+        self._bare_used: dict[str, dict] = {}  # per defense: context-budget streams, generations with and without
+        self._bare_as_target: set[str] = set()  # (attack, bare, model) unobserved: priced as its answers with passages
         self.expected_calls = 0.0
 
     def _speed(self, model: str, threads: int) -> dict | None:
@@ -288,6 +300,13 @@ class EtaModel:
                                     "frame_tokens": counted.frame_tokens, "tokenizer": counted.tokenizer}
         return counted
 
+    def _passage_tokens(self, cell: CellSpec) -> float:
+        """Tokens the retrieved passages add to a target prompt of ``cell`` (what a bare question lacks)."""
+        counted = self._prompt_tokens(cell)
+        if counted is None:
+            return TOKENS_PER_WORD * cell.stack.top_k * cell.stack.chunk_words
+        return counted.prompt - counted.frame_tokens
+
     def _completion(self, attack: str, role: str, model: str, cap: int) -> float:
         """Expected decoded tokens: the observed mean (never above ``cap``), else ``cap``."""
         stats = self.completions.get(attack, role, model)  # type: ignore[arg-type]
@@ -298,6 +317,14 @@ class EtaModel:
         self._used[label] = {"median": stats.completion_median, "mean": stats.completion_mean, "n": stats.n,
                              "at_cap": stats.at_cap}
         return min(stats.completion_mean, float(cap))
+
+    def _bare_completion(self, attack: str, model: str, answer: float, cap: int) -> float:
+        """Expected decoded tokens of an answer to a bare question (``bare`` role): observed, else
+        ``answer``, the attack's answers with passages (noted in the basis)."""
+        if self.completions.get(attack, "bare", model) is None:
+            self._bare_as_target.add(f"{attack}/bare/{model}")
+            return answer
+        return self._completion(attack, "bare", model, cap)
 
     def _voting(self, defense: str, attack: str, model: str) -> VotingStats | None:
         """The observed voting answers of (``defense``, ``attack``, ``model``), noted in the basis
@@ -370,16 +397,23 @@ class EtaModel:
                                      prompt_upper=sentences(cap) * frame + cap, completion_upper=0.0)
         return target, attacker, likelihood, voted
 
-    def calls(self, s: CellEstimate, answer: float) -> tuple[float, float, float, float, float]:
+    def calls(self, s: CellEstimate, answer: float) -> tuple[float, float, float, float, float, float]:
         """(target-side, attacker) calls of stream ``s``: expected, then upper, then the expected
-        answers whose sentences get likelihood passes (the upper bound: every query's). Expected
-        scales by the queries the attack was observed to send under the stream's budget
-        (``AttackCalls.expected_queries``: an attack that ended on its own sends no more under a
-        larger budget) and uses its observed attacker calls per query; the upper bound is the full
-        budget at the larger of declared and observed. Where a query sent again is the same prompt
-        (``generation_prompts_repeat``), the expected target generations leave out the observed
-        share of repeats. Observations of another version of the attack than the installed one are
-        not used. ``answer``: the expected answer length in tokens."""
+        answers whose sentences get likelihood passes (the upper bound: every query's), then the
+        expected bare generations (below). Expected scales by the queries the attack was observed
+        to send under the stream's budget (``AttackCalls.expected_queries``: an attack that ended
+        on its own sends no more under a larger budget) and uses its observed attacker calls per
+        query; the upper bound is the full budget at the larger of declared and observed. Where a
+        query sent again is the same prompt (``generation_prompts_repeat``), the expected target
+        generations leave out the observed share of repeats. Observations of another version of
+        the attack than the installed one are not used. ``answer``: the expected answer length in
+        tokens.
+
+        A defense with a context budget (``Defense.context_budget``) answers the queries after it
+        with the bare question: those are the last value, not in the first (priced at the
+        passage-free prompt by ``__call__``), their repeats are cache hits (no noise reaches a bare
+        prompt), and a fixed single-prompt attack's tail is paid once by the streams that send it
+        (``_bare_tails``; keyed by the estimate's identity)."""
         observed = self.completions.calls.get(s.cell.attack)
         target = s.target_generations + s.sequences
         scored = s.queries if s.likelihood_per_sentence else 0.0
@@ -387,25 +421,60 @@ class EtaModel:
         if observed is not None and observed.version not in (None, installed):
             self._calls_other_version[s.cell.attack] = {"observed": observed.version, "installed": installed}
             observed = None
+        share, repeat, per_query = 1.0, 0.0, None
+        if observed is not None and s.queries > 0:
+            self._calls_used[s.cell.attack] = observed.row()
+            sent, rests_on = observed.expected_queries(round(s.queries), s.cell.corpus)
+            share = min(sent / s.queries, 1.0)
+            repeat = observed.target_repeat_share or 0.0
+            row = self._queries.setdefault(s.cell.attack, {"streams": 0, "budgeted": 0.0, "expected": 0.0,
+                                                           "from": set()})
+            row["streams"] += 1
+            row["budgeted"] += s.queries
+            row["expected"] += s.queries * share
+            row["from"].add(rests_on)
+            # the observed calls of the attack's own model include its likelihood passes
+            per_query = max(observed.attacker_per_query - s.likelihood_per_sentence * sentences(answer), 0.0)
+        plain = s.target_generations
+        if repeat and generation_prompts_repeat(s.cell.defense, s.carries_answers):
+            plain = s.target_generations * (1 - repeat)  # a query the cell sent before: the cache serves it
+        bare = 0.0
+        if s.context_budget is not None and s.queries > 0:
+            sent_queries = s.queries * share
+            per = s.target_generations / s.queries  # plain generations per query
+            with_context = min(float(s.context_budget), sent_queries)
+            tail_from = self._bare_from.get(id(s), s.context_budget)  # None: another stream pays the tail
+            tail = 0.0 if tail_from is None else max(sent_queries - tail_from, 0.0)
+            bare = tail * per * (1 - repeat if not s.carries_answers else 1.0)
+            plain = with_context * per / share if share else 0.0  # scaled by ``share`` below
+            used = self._bare_used.setdefault(s.cell.defense, {"streams": 0, "with_context": 0.0, "bare": 0.0})
+            used["streams"] += 1
+            used["with_context"] += with_context * per
+            used["bare"] += bare
         if observed is None or s.queries == 0:
-            return target, s.attacker_calls, target, s.attacker_calls, scored
-        self._calls_used[s.cell.attack] = observed.row()
-        sent, rests_on = observed.expected_queries(round(s.queries), s.cell.corpus)
-        share = min(sent / s.queries, 1.0)
-        fresh = target  # the target-side generations not served by the cell's own earlier ones
-        if observed.target_repeat_share and generation_prompts_repeat(s.cell.defense, s.carries_answers):
-            # a query the cell sent before is the same prompt again: the cache serves it
-            fresh = s.target_generations * (1 - observed.target_repeat_share) + s.sequences
-        row = self._queries.setdefault(s.cell.attack, {"streams": 0, "budgeted": 0.0, "expected": 0.0, "from": set()})
-        row["streams"] += 1
-        row["budgeted"] += s.queries
-        row["expected"] += s.queries * share
-        row["from"].add(rests_on)
+            return plain + s.sequences, s.attacker_calls, target, s.attacker_calls, scored, bare
         declared = s.attacker_calls / s.queries
-        # the observed calls of the attack's own model include its likelihood passes
-        per_query = max(observed.attacker_per_query - s.likelihood_per_sentence * sentences(answer), 0.0)
-        return (fresh * share, s.queries * share * per_query,
-                target, s.queries * max(declared, per_query), scored * share)
+        return ((plain + s.sequences) * share, s.queries * share * per_query,
+                target, s.queries * max(declared, per_query), scored * share, bare)
+
+    def _bare_tails(self, streams: list[CellEstimate]) -> dict[int, int | None]:
+        """Where each context-budget stream's bare tail starts (``calls``): a fixed attack sending
+        single prompts sends the same questions in every stream that differs only in its defense
+        path (a ca-dp cell at each epsilon), so their bare prompts are the same from the smallest
+        budget on: the first such stream pays that tail (from the smallest budget), the others
+        none. Other streams pay their own tail (an adaptive attack's questions follow the answers,
+        which differ while passages are given)."""
+        groups: dict[tuple, list[CellEstimate]] = defaultdict(list)
+        for s in streams:
+            if s.context_budget is not None and s.kind == "fixed/single":
+                groups[s.key[:-1]].append(s)
+        tails: dict[int, int | None] = {}
+        for members in groups.values():
+            if not self.shared_cache:
+                continue
+            tails[id(members[0])] = min(m.context_budget for m in members if m.context_budget is not None)
+            tails.update((id(m), None) for m in members[1:])
+        return tails
 
     def __call__(self, streams: list[CellEstimate]) -> tuple[float | None, float | None, dict]:
         expected = upper = 0.0
@@ -414,6 +483,9 @@ class EtaModel:
         self.seconds = {}
         self._no_lockstep = set()
         self._queries = {}
+        self._bare_from = self._bare_tails(streams)
+        self._bare_used = {}
+        self._bare_as_target = set()
         # where the time goes: per attack (expected, upper) and the expected prefill/decode split
         by_attack: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         by_defense: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -421,10 +493,11 @@ class EtaModel:
         for s in streams:
             stack = s.cell.stack
             answer = self._completion(s.cell.attack, "target", stack.model, stack.decoding.max_tokens)
-            t_calls, a_calls, t_calls_up, a_calls_up, scored = self.calls(s, answer)
+            t_calls, a_calls, t_calls_up, a_calls_up, scored, bare = self.calls(s, answer)
             # a voting defense's sequences are decoding work, not model calls
             plain = s.target_generations / max(s.target_generations + s.sequences, 1e-9)
-            self.expected_calls += t_calls * plain + a_calls + scored * s.likelihood_per_sentence * sentences(answer)
+            self.expected_calls += (t_calls * plain + bare + a_calls
+                                    + scored * s.likelihood_per_sentence * sentences(answer))
             threads = stack.n_threads or 1
             speed = self._speed(stack.model, threads)
             if speed is None:
@@ -435,12 +508,18 @@ class EtaModel:
                 if k in speed}
             target, attacker, likelihood, voted = self.prices(s, answer, speed)
             sequence = voted or target  # a defense replacing generate without voting: a plain generation
+            # a bare question: the prompt without passages, its history as a target turn's
+            bare_price = GenerationPrice(prompt=target.prompt - self._passage_tokens(s.cell),
+                                         completion=self._bare_completion(s.cell.attack, stack.model, answer,
+                                                                          stack.decoding.max_tokens) if bare else 0.0,
+                                         prompt_upper=target.prompt_upper, completion_upper=target.completion_upper)
             t_exp, t_up = target.seconds(speed)
             v_exp, v_up = sequence.seconds(speed)
             a_exp, a_up = attacker.seconds(speed)
             l_exp, l_up = likelihood.seconds(speed)
             passes = scored * s.likelihood_per_sentence
-            stream_expected = t_calls * (plain * t_exp + (1 - plain) * v_exp) + a_calls * a_exp + passes * l_exp
+            stream_expected = (t_calls * (plain * t_exp + (1 - plain) * v_exp) + bare * bare_price.seconds(speed)[0]
+                               + a_calls * a_exp + passes * l_exp)
             stream_upper = (t_calls_up * (plain * t_up + (1 - plain) * v_up) + a_calls_up * a_up
                             + s.queries * s.likelihood_per_sentence * l_up)
             expected += stream_expected
@@ -450,8 +529,8 @@ class EtaModel:
             by_attack[s.cell.attack][1] += stream_upper
             by_defense[s.cell.defense][0] += stream_expected
             by_defense[s.cell.defense][1] += stream_upper
-            for price, count in ((target, t_calls * plain), (sequence, t_calls * (1 - plain)), (attacker, a_calls),
-                                 (likelihood, passes)):
+            for price, count in ((target, t_calls * plain), (sequence, t_calls * (1 - plain)), (bare_price, bare),
+                                 (attacker, a_calls), (likelihood, passes)):
                 prefill_s, decode_s = price.expected_split(speed)
                 split[0] += count * prefill_s
                 split[1] += count * decode_s
@@ -467,7 +546,12 @@ class EtaModel:
                                                  "expected": round(r["expected"], 1), "from": sorted(r["from"])}
                                              for a, r in sorted(self._queries.items())
                                              if r["expected"] < r["budgeted"]},
-                            "voting_used": dict(sorted(self._voting_used.items()))},
+                            "voting_used": dict(sorted(self._voting_used.items())),
+                            # bare answers nobody observed, priced at the attack's answers with passages
+                            "bare_unobserved_as_target": sorted(self._bare_as_target)},
+            # defenses that answer only their first queries with passages: the rest priced bare
+            "context_budget": {d: {"streams": u["streams"], "with_context": round(u["with_context"], 1),
+                                   "bare": round(u["bare"], 1)} for d, u in sorted(self._bare_used.items())},
             "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved), "
                        "observed share of the budget sent and attacker calls per query (declared where unobserved); "
                        "upper bound: every decode to its cap; a voting defense's prompts each prefilled with its "
