@@ -36,8 +36,10 @@ The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the
   observations hold the attack's
   cells, only the share of its budget it sent, with its observed attacker calls per query;
   a defense with a context budget (``Defense.context_budget``: ca-dp's per-client budget)
-  answers the queries after it with the bare question: priced without passages, a repeat free,
-  and a fixed attack's bare tail paid once by the cells (at each epsilon) that send it;
+  answers the queries after it with the bare question: priced without passages (prompt and
+  answer as the attack's bare questions were observed, ``bare`` role, else the target prompt
+  less its passages and the attack's answer length), a repeat free, and a fixed attack's bare
+  tail paid once by the cells (at each epsilon) that send it;
 * *upper bound*: the same prompts, every decode run to its cap (``max_tokens``), every query of
   the budget sent, attacker calls at the larger of the declared and observed rate, a voting
   answer at its shape, one decoded token per sequence and step.
@@ -318,13 +320,23 @@ class EtaModel:
                              "at_cap": stats.at_cap}
         return min(stats.completion_mean, float(cap))
 
-    def _bare_completion(self, attack: str, model: str, answer: float, cap: int) -> float:
-        """Expected decoded tokens of an answer to a bare question (``bare`` role): observed, else
-        ``answer``, the attack's answers with passages (noted in the basis)."""
-        if self.completions.get(attack, "bare", model) is None:
-            self._bare_as_target.add(f"{attack}/bare/{model}")
-            return answer
-        return self._completion(attack, "bare", model, cap)
+    def _bare(self, s: CellEstimate, target: GenerationPrice, answer: float) -> GenerationPrice:
+        """One bare question of stream ``s`` (``bare`` role): its prompt as observed (the frame and
+        the attack's own question, which may be long: MI's probes quote a document), else the
+        target prompt without its passages; its answer as observed, else ``answer``, the attack's
+        answers with passages (noted in the basis). The upper bound stays the target's."""
+        cell, model = s.cell, s.cell.stack.model
+        stats = self.completions.get(cell.attack, "bare", model)
+        prompt = target.prompt - self._passage_tokens(cell)
+        if stats is None:
+            self._bare_as_target.add(f"{cell.attack}/bare/{model}")
+            completion = answer
+        else:
+            completion = self._completion(cell.attack, "bare", model, cell.stack.decoding.max_tokens)
+            if not s.carries_answers:  # observed on single prompts; a conversation's turn adds its history
+                prompt = stats.prompt_median
+        return GenerationPrice(prompt=prompt, completion=completion, prompt_upper=target.prompt_upper,
+                               completion_upper=target.completion_upper)
 
     def _voting(self, defense: str, attack: str, model: str) -> VotingStats | None:
         """The observed voting answers of (``defense``, ``attack``, ``model``), noted in the basis
@@ -509,10 +521,7 @@ class EtaModel:
             target, attacker, likelihood, voted = self.prices(s, answer, speed)
             sequence = voted or target  # a defense replacing generate without voting: a plain generation
             # a bare question: the prompt without passages, its history as a target turn's
-            bare_price = GenerationPrice(prompt=target.prompt - self._passage_tokens(s.cell),
-                                         completion=self._bare_completion(s.cell.attack, stack.model, answer,
-                                                                          stack.decoding.max_tokens) if bare else 0.0,
-                                         prompt_upper=target.prompt_upper, completion_upper=target.completion_upper)
+            bare_price = self._bare(s, target, answer) if bare else target
             t_exp, t_up = target.seconds(speed)
             v_exp, v_up = sequence.seconds(speed)
             a_exp, a_up = attacker.seconds(speed)
