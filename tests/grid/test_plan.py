@@ -141,3 +141,12 @@ def test_a_context_budget_defense_is_priced_bare_after_its_budget_and_its_tail_i
     full, bare = tokens.prompt / 100 + 25.6, tokens.frame_tokens / 100 + 25.6
     assert plan["eta_s"] == round((6 + 20) * full + 9 * bare)
     assert plan["eta_upper_s"] == round(40 * full)  # the upper bound gives every query its passages
+
+
+def test_a_fixed_query_attack_is_planned_at_most_at_its_whole_query_set_whatever_its_budget():
+    mi = {"scorers": ["heuristic"], "n_members": 2, "n_nonmembers": 3, "kb_size": 6}
+    config = GridConfig(attacks=["mi", "ikea"], defenses=["none"], budget=12, attack_params={"mi": mi}, **CORPUS)
+    plan = plan_summary(config)
+    # MI has 5 probes (2 members + 3 non-members, one scorer) and sends no more under a budget of
+    # 12; IKEA writes its queries from the answers, so its budget is what it may send
+    assert plan["queries"] == 5 + 12

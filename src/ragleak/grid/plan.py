@@ -14,7 +14,7 @@ stream when they send the same queries through the same generation path:
   answers, so its later prompts differ from the baseline's.
 
 Estimates, stated as such: queries per cell are the budget (or the attack's default for the
-cell's corpus); model calls are the target's plain generations, the attack's own calls per query
+cell's corpus; an attack of fixed queries sends at most its whole set); model calls are the target's plain generations, the attack's own calls per query
 (``StreamShape.attacker_calls_per_query``) and the audit's reference generations under the run's
 ``--audit`` policy; a voting defense decodes ``Defense.voting().prompts`` sequences per query.
 
@@ -97,23 +97,28 @@ def stream_key(cell: CellSpec, shape: StreamShape) -> tuple:
 
 
 class _Queries:
-    """Queries per cell: its budget, or the attack's default for the cell's corpus (memoised)."""
+    """Queries per cell: its budget, or the attack's default for the cell's corpus; an attack of
+    fixed queries (``Attack.adaptive`` False: PS's pool, MI's probes) sends at most that whole
+    set whatever its budget (memoised)."""
 
     def __init__(self) -> None:
-        self._memo: dict[tuple, int] = {}
+        self._memo: dict[tuple, int | None] = {}
 
     def __call__(self, cell: CellSpec, attack: Attack) -> int:
-        if cell.budget is not None:
+        if cell.budget is not None and attack.adaptive:
             return cell.budget
         key = (cell.attack, repr(cell.attack_params), cell.corpus, repr(cell.corpus_params), cell.seed)
         if key not in self._memo:
             try:
                 _, view = attack.prepare_corpus(load_corpus(cell.corpus, **cell.corpus_params), cell.seed)
                 self._memo[key] = attack.budget_for(view)
-            except RagleakError as exc:  # the cell itself will record the error; plan it at the default
-                log.info("plan: %s: %s; counting its default budget", cell.label, exc)
-                self._memo[key] = attack.default_budget
-        return self._memo[key]
+            except RagleakError as exc:  # the cell itself will record the error; plan it at its budget
+                log.info("plan: %s: %s; counting its budget", cell.label, exc)
+                self._memo[key] = None
+        whole = self._memo[key]
+        if cell.budget is None:
+            return attack.default_budget if whole is None else whole
+        return cell.budget if whole is None else min(cell.budget, whole)
 
 
 @dataclass(frozen=True)
