@@ -568,3 +568,19 @@ def test_bare_answers_are_priced_at_their_observed_length_else_at_the_attacks_an
     # observed: the bare prompts' own length too (9 tokens here; an MI probe quotes a document)
     assert observed["eta_s"] == round(first + 3 * (9 / prefill + 8 / decode))
     assert observed["eta_basis"]["completions"]["bare_unobserved_as_target"] == []
+
+
+def test_an_attacks_observed_bare_prompts_size_its_questions_in_every_prompt(rates):
+    config = GridConfig(attacks=["mi"], defenses=["none"], budget=4,
+                        attack_params={"mi": {"scorers": ["heuristic"], "n_members": 2, "n_nonmembers": 2,
+                                              "kb_size": 6}}, **CORPUS)
+    tokens = _COUNT("synthetic-corp", {"n_docs": 12}, config.stack)
+    target = {("mi", "target", MODEL): [(40, 50, False)]}
+    plain = plan_summary(config, completions=summarise(target, "t"), tokens=_COUNT)
+    quoted = {**target, ("mi", "bare", MODEL): [(8, tokens.frame_tokens + 100, False)]}
+    longer = plan_summary(config, completions=summarise(quoted, "t"), tokens=_COUNT)
+    prefill = plain["eta_basis"]["rates"][f"{MODEL}@1"]["prefill_tok_s"]
+    # an MI probe quotes half a document: 100 tokens beyond the frame's question, in each of 4 prompts
+    assert longer["eta_s"] - plain["eta_s"] == pytest.approx(4 * 100 / prefill, abs=1)
+    assert longer["eta_basis"]["completions"]["question_tokens_beyond_frame"] == {f"mi/{MODEL}": 100.0}
+    assert longer["eta_upper_s"] - plain["eta_upper_s"] == pytest.approx(4 * 100 / prefill, abs=1)

@@ -116,6 +116,16 @@ class AttackCalls:
         share = min(self.queries_share, 1.0) if self.queries_share is not None else 1.0
         return budget * share, "share of the budget"
 
+    def repeat_share(self, queries: float) -> float:
+        """The share of target generations a cell expected to send ``queries`` queries repeats:
+        the observed share where it sends at least as many as the fewest an observed cell sent,
+        else none (repeats build up over a cell: RAG-Thief re-sends anchors it has used, which a
+        short cell has not yet done, so the share of a longer one would price it low)."""
+        if not self.target_repeat_share:
+            return 0.0
+        fewest = min((c.sent for c in self.sent), default=0)
+        return self.target_repeat_share if queries >= fewest else 0.0
+
     def row(self) -> dict:
         return {"attack": self.attack, "cells": self.cells, "queries_share": self.queries_share,
                 "attacker_per_query": self.attacker_per_query, "sent": [c.row() for c in self.sent],

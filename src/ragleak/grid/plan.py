@@ -22,7 +22,9 @@ The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the
 
 * *expected*: each target prompt as long as the cell's corpus really makes it (``grid.tokens``:
   its passages tokenized by the model's tokenizer, ``top_k`` of them, the rendered system prompt
-  and template; a conversation's turn also carries on average one earlier question and answer),
+  and template; a conversation's turn also carries on average one earlier question and answer;
+  the question as long as the attack's bare prompts were observed to make it, else
+  ``QUERY_WORDS`` words),
   decoding as long as that attack's answers were observed to be (``grid.completions``: a run
   given with ``--observe``, else the table measured on this project's runs); an attacker call at
   its observed length, else at its decode cap (``StreamShape.attacker_max_tokens``); a voting
@@ -282,6 +284,7 @@ class EtaModel:
         self._bare_from: dict[int, int | None] = {}  # _bare_tails of the streams priced
         self._bare_used: dict[str, dict] = {}  # per defense: context-budget streams, generations with and without
         self._bare_as_target: set[str] = set()  # (attack, bare, model) unobserved: priced as its answers with passages
+        self._questions: dict[str, float] = {}  # per attack/model: observed question tokens beyond the frame's
         self.expected_calls = 0.0
 
     def _speed(self, model: str, threads: int) -> dict | None:
@@ -325,6 +328,16 @@ class EtaModel:
                              "at_cap": stats.at_cap}
         return min(stats.completion_mean, float(cap))
 
+    def _question_excess(self, cell: CellSpec, frame: float) -> float:
+        """Tokens by which the attack's questions exceed the frame's assumed one: its observed bare
+        prompts (the frame and its question, no passages) less ``frame``; 0 where unobserved."""
+        stats = self.completions.get(cell.attack, "bare", cell.stack.model)
+        if stats is None:
+            return 0.0
+        excess = max(stats.prompt_median - frame, 0.0)
+        self._questions[f"{cell.attack}/{cell.stack.model}"] = round(excess, 1)
+        return excess
+
     def _bare(self, s: CellEstimate, target: GenerationPrice, answer: float) -> GenerationPrice:
         """One bare question of stream ``s`` (``bare`` role): its prompt as observed (the frame and
         the attack's own question, which may be long: MI's probes quote a document), else the
@@ -366,13 +379,17 @@ class EtaModel:
         else:
             base, frame = counted.prompt, float(counted.frame_tokens)
             query = QUERY_WORDS * TOKENS_PER_WORD  # an earlier question in the history
+        # the attack's own questions, where its bare prompts were observed longer than the frame's
+        # QUERY_WORDS-word question (an MI probe quotes half a document)
+        longer = self._question_excess(cell, frame)
+        base, query, asked = base + longer, query + longer, frame + longer
         history = HISTORY_TURNS if s.carries_answers else 0.0
         prompt_upper = base + history * (query + cap)
         voted = None
         if s.voting is not None:  # its prompts are built afresh (no prefix reuse), its answers short
             v = s.voting
             passage = counted.passage_tokens if counted is not None else TOKENS_PER_WORD * stack.chunk_words
-            shaped = frame + v.passages / v.prompts * passage  # a prompt's frame and its share of the passages
+            shaped = asked + v.passages / v.prompts * passage  # a prompt's frame and its share of the passages
             own, steps = shaped, min(answer, float(v.max_new_tokens))
             # one of the shape's ``prompts`` sequences; observed answers (``VotingStats``) fill fewer
             # and stop sooner: the expected price is the observed answer spread over the shape's slots
@@ -380,7 +397,7 @@ class EtaModel:
             observed = self._voting(cell.defense, cell.attack, stack.model)
             if observed is not None and observed.prompts_mean > 0:
                 fill, n = min(observed.prompts_mean / v.prompts, 1.0), min(observed.prompts_mean, float(v.prompts))
-                own = frame + min(observed.passages_mean, v.passages) / observed.prompts_mean * passage
+                own = asked + min(observed.passages_mean, v.passages) / observed.prompts_mean * passage
                 steps = min(observed.steps_mean, float(v.max_new_tokens))
             # a lock-step step of n sequences costs ratio(n) one-sequence steps (measured), shared
             # by the shape's slots; unmeasured: one decoded token per sequence
@@ -443,7 +460,7 @@ class EtaModel:
             self._calls_used[s.cell.attack] = observed.row()
             sent, rests_on = observed.expected_queries(round(s.queries), s.cell.corpus)
             share = min(sent / s.queries, 1.0)
-            repeat = observed.target_repeat_share or 0.0
+            repeat = observed.repeat_share(s.queries * share)
             row = self._queries.setdefault(s.cell.attack, {"streams": 0, "budgeted": 0.0, "expected": 0.0,
                                                            "from": set()})
             row["streams"] += 1
@@ -503,6 +520,7 @@ class EtaModel:
         self._bare_from = self._bare_tails(streams)
         self._bare_used = {}
         self._bare_as_target = set()
+        self._questions = {}
         # where the time goes: per attack (expected, upper) and the expected prefill/decode split
         by_attack: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         by_defense: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -562,7 +580,9 @@ class EtaModel:
                                              if r["expected"] < r["budgeted"]},
                             "voting_used": dict(sorted(self._voting_used.items())),
                             # bare answers nobody observed, priced at the attack's answers with passages
-                            "bare_unobserved_as_target": sorted(self._bare_as_target)},
+                            "bare_unobserved_as_target": sorted(self._bare_as_target),
+                            # tokens an attack's questions add beyond the frame's, from its bare prompts
+                            "question_tokens_beyond_frame": dict(sorted(self._questions.items()))},
             # defenses that answer only their first queries with passages: the rest priced bare
             "context_budget": {d: {"streams": u["streams"], "with_context": round(u["with_context"], 1),
                                    "bare": round(u["bare"], 1)} for d, u in sorted(self._bare_used.items())},
