@@ -138,7 +138,7 @@ def main() -> None:
     report = {
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
         "grid": {"attacks": grid.attacks, "defenses": grid.defenses, "corpora": grid.corpora, "modes": grid.modes,
-                 "corpus_params": grid.corpus_params, "budget": args.budget or "attack defaults",
+                 "epsilons": grid.epsilons, "corpus_params": grid.corpus_params, "budget": args.budget or "attack defaults",
                  "queries_sent": sum((c.get("counts") or {}).get("queries", 0) for c in cells),
                  "model": grid.stack.model, "threads": 1, "workers": 1},
         "rates": {"before": before, "after": after},

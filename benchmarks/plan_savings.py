@@ -11,8 +11,8 @@ formula and every answer at the cap):
 * ``audit_all``: the same streams with a reference generation on every query of a defense that
   replaces ``generate``, as every run made before the audit modes: the issue's starting point
   (the generation cache already served a single worker's twins then);
-* ``no_cache``: every cell its own stream and audit on every query, for scale only: no version
-  of the grid runner ran without the cache;
+* ``no_cache``: every cell its own stream and audit on every query (no bare question shared
+  between cells either), for scale only: no version of the grid runner ran without the cache;
 * ``planned_on_workers``: ``planned`` on ``--workers`` workers (default: one per core, as a run),
   the dry run's second ETA: cells handed out as the runner hands them out, at the rates measured
   with that many models running at once. Before issue 18 a second worker added nothing (both

@@ -14,7 +14,8 @@ stream when they send the same queries through the same generation path:
   answers, so its later prompts differ from the baseline's.
 
 Estimates, stated as such: queries per cell are the budget (or the attack's default for the
-cell's corpus; an attack of fixed queries sends at most its whole set); model calls are the target's plain generations, the attack's own calls per query
+cell's corpus; an attack of fixed queries sends at most its whole set); model calls are the
+target's plain generations, the attack's own calls per query
 (``StreamShape.attacker_calls_per_query``) and the audit's reference generations under the run's
 ``--audit`` policy; a voting defense decodes ``Defense.voting().prompts`` sequences per query.
 
@@ -498,14 +499,14 @@ class EtaModel:
         budget on: the first such stream pays that tail (from the smallest budget), the others
         none. Other streams pay their own tail (an adaptive attack's questions follow the answers,
         which differ while passages are given)."""
+        if not self.shared_cache:
+            return {}
         groups: dict[tuple, list[CellEstimate]] = defaultdict(list)
         for s in streams:
             if s.context_budget is not None and s.kind == "fixed/single":
                 groups[s.key[:-1]].append(s)
         tails: dict[int, int | None] = {}
         for members in groups.values():
-            if not self.shared_cache:
-                continue
             tails[id(members[0])] = min(m.context_budget for m in members if m.context_budget is not None)
             tails.update((id(m), None) for m in members[1:])
         return tails
@@ -543,7 +544,7 @@ class EtaModel:
                 if k in speed}
             target, attacker, likelihood, voted = self.prices(s, answer, speed)
             sequence = voted or target  # a defense replacing generate without voting: a plain generation
-            # a bare question: the prompt without passages, its history as a target turn's
+            # a bare question: the prompt without passages
             bare_price = self._bare(s, target, answer) if bare else target
             t_exp, t_up = target.seconds(speed)
             v_exp, v_up = sequence.seconds(speed)
@@ -588,6 +589,7 @@ class EtaModel:
                                    "bare": round(u["bare"], 1)} for d, u in sorted(self._bare_used.items())},
             "assumes": "expected: corpus-measured prompts, observed mean completions (the cap where unobserved), "
                        "observed share of the budget sent and attacker calls per query (declared where unobserved); "
+                       "a context-budget defense's later queries as bare questions (observed where they were); "
                        "upper bound: every decode to its cap; a voting defense's prompts each prefilled with its "
                        "share of the passages, its lock-step steps at one decoded token per sequence (expected: "
                        "its observed prompts, passages and steps per answer, the caps where unobserved, each "
