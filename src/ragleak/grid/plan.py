@@ -470,9 +470,10 @@ class EtaModel:
             row["from"].add(rests_on)
             # the observed calls of the attack's own model include its likelihood passes
             per_query = max(observed.attacker_per_query - s.likelihood_per_sentence * sentences(answer), 0.0)
-        plain = s.target_generations
+        # the expected plain target generations: the queries sent, less those the cache serves
+        plain = s.target_generations * share
         if repeat and generation_prompts_repeat(s.cell.defense, s.carries_answers):
-            plain = s.target_generations * (1 - repeat)  # a query the cell sent before: the cache serves it
+            plain *= 1 - repeat  # a query the cell sent before: the cache serves it
         bare = 0.0
         if s.context_budget is not None and s.queries > 0:
             sent_queries = s.queries * share
@@ -481,16 +482,16 @@ class EtaModel:
             tail_from = self._bare_from.get(id(s), s.context_budget)  # None: another stream pays the tail
             tail = 0.0 if tail_from is None else max(sent_queries - tail_from, 0.0)
             bare = tail * per * (1 - repeat if not s.carries_answers else 1.0)
-            plain = with_context * per / share if share else 0.0  # scaled by ``share`` below
+            plain = with_context * per
             used = self._bare_used.setdefault(s.cell.defense, {"streams": 0, "with_context": 0.0, "bare": 0.0})
             used["streams"] += 1
             used["with_context"] += with_context * per
             used["bare"] += bare
-        if observed is None or s.queries == 0:
-            return plain + s.sequences, s.attacker_calls, target, s.attacker_calls, scored, bare
-        declared = s.attacker_calls / s.queries
-        return ((plain + s.sequences) * share, s.queries * share * per_query,
-                target, s.queries * max(declared, per_query), scored * share, bare)
+        attacker = attacker_upper = s.attacker_calls
+        if per_query is not None:
+            attacker = s.queries * share * per_query
+            attacker_upper = s.queries * max(s.attacker_calls / s.queries, per_query)
+        return plain + s.sequences * share, attacker, target, attacker_upper, scored * share, bare
 
     def _bare_tails(self, streams: list[CellEstimate]) -> dict[int, int | None]:
         """Where each context-budget stream's bare tail starts (``calls``): a fixed attack sending
