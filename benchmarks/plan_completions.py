@@ -29,7 +29,13 @@ the calls row keeps per corpus (``sent``), so the plan prices IKEA's paper cells
 small budget cannot show where an attack ends. The ``bare`` rows (answers to a bare question, a
 query ca-dp answers without passages once its budget is spent) come from a grid of MI, RAG-Thief
 and PS under ca-dp at eps 1 on synthetic-corp (150 documents, default budgets but PS's 10), read
-with ``--observe-only --bare-only --keep-shipped``.
+with ``--observe-only --bare-only --keep-shipped``, which also writes each attack's share of repeated
+bare questions there (``AttackCalls.bare_repeat_share``) into its calls row. DEAL's ``attacker`` row (its optimizer's calls,
+which decode at the target's cap of 256 but sample at temperature 0.7, so only the settings tell
+them apart) comes from the same agents run re-read with ``--observe-only --keep-shipped`` once
+``observe`` attributed such calls (2026-12-06); its 24 entries were left out of the shipped
+``unattributed`` count by hand, since that count adds up every run read and this run's first
+reading had counted them.
 """
 
 from __future__ import annotations
@@ -133,9 +139,17 @@ def main() -> None:
     tables = [named(observe(d), d) for d in [args.run_dir, *args.also]]
     if args.voting:  # the attacks ran against defenses that shape their answers and agents: voting rows only
         tables = [CompletionTable({}, t.source, 0, {}, t.voting) for t in tables]
+    bare_repeats = {}
     if args.bare_only:
+        # the bare rows, and of the calls only each attack's share of repeated bare questions (the
+        # rest of its calls is shaped by the defense): it joins the merged row of that attack
+        bare_repeats = {a: (c.bare_repeat_share, t.source) for t in tables for a, c in t.calls.items()
+                        if c.bare_repeat_share is not None}
         tables = [CompletionTable({k: r for k, r in t.rows.items() if r.role == "bare"}, t.source) for t in tables]
     merged = merge(tables, shipped)
+    for row in merged["calls"]:
+        if row["attack"] in bare_repeats:
+            row["bare_repeat_share"], row["bare_repeat_from"] = bare_repeats[row["attack"]]
     kept = "" if shipped is None else f"; merged with the table then shipped ({shipped['source']})"
     counts = defaultdict(int)
     for row in merged["rows"]:

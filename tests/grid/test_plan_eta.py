@@ -303,6 +303,22 @@ def test_observe_attributes_traced_prompts_to_their_attack_and_attacker_calls_by
     assert observed.unattributed == 1 and observed.source == f"observed in {run}"
 
 
+def test_observe_attributes_a_call_at_the_targets_cap_only_where_its_settings_are_no_targets(tmp_path):
+    # DEAL's optimizer decodes at the target's cap (256) but samples: a greedy untraced entry at 256
+    # could be a target's (an audit reference, a voter) and stays unattributed
+    run, model_id = make_run(tmp_path, {"deal": {"seed_pool": "shared-extraction", "seed_pool_version": "2"}})
+    cache = GenerationCache(run / "generations.sqlite")
+    sampled = DecodingParams(max_tokens=256, temperature=0.7, top_k=40, top_p=0.95, seed=3)
+    cache.put("k1", model_id, sampled, "an optimizer prompt",
+              Generation(text="x", prompt_tokens=40, completion_tokens=120, finish_reason="stop", seconds=0.1))
+    put(cache, model_id, "an untraced greedy prompt", 256, 7)
+    cache.close()
+    observed = observe(run)
+    agent = observed.get("deal", "attacker", MODEL)
+    assert (agent.n, agent.completion_median, agent.prompt_median) == (1, 120.0, 40.0)
+    assert observed.unattributed == 1
+
+
 def test_observe_leaves_a_cap_two_attacks_share_unattributed(tmp_path):
     run, model_id = make_run(tmp_path, {"ikea": {"llm_max_tokens": 400}, "rag-thief": {}})  # rag-thief: 400 too
     cache = GenerationCache(run / "generations.sqlite")
@@ -535,6 +551,34 @@ def test_target_repeats_are_priced_only_where_a_repeated_query_is_the_same_promp
     alone = plan_summary(none_single, completions=table, tokens=count)["model_calls_expected"]
     # 4 streams of 10 queries: only none/single is credited (4 calls instead of 10)
     assert (credited, alone) == (34, 4)
+
+
+def test_bare_repeats_are_observed_in_context_budget_cells_and_priced_for_bare_questions(rates, tmp_path):
+    from ragleak.grid.completions import AttackCalls
+
+    # ca-dp at eps 1 gives passages to 1 query of 10: its noisy prompt never repeats, so the 6
+    # repeats are among the 9 bare questions; a dp-retrieval cell (no context budget) says nothing
+    cells = [{"spec": {"attack": "rag-thief", "budget": 10, "corpus": "qa", "defense": "ca-dp", "epsilon": 1.0,
+                       "defense_params": {"turn_epsilon": 1.0}, "mode": "single"},
+              "status": "ok", "counts": {"queries": 10},
+              "calls_by_role": {"target": {"model_calls": 4, "cache_hits": 6, "cache_repeats": 6}}},
+             {"spec": {"attack": "rag-thief", "budget": 10, "corpus": "qa", "defense": "dp-retrieval", "epsilon": 1.0,
+                       "mode": "single"}, "status": "ok", "counts": {"queries": 10},
+              "calls_by_role": {"target": {"model_calls": 10, "cache_hits": 0, "cache_repeats": 0}}}]
+    calls = attack_calls(cells)["rag-thief"]
+    assert calls.bare_repeat_share == round(6 / 9, 3) and calls.target_repeat_share is None
+    config = GridConfig(attacks=["rag-thief"], defenses=["ca-dp"], epsilons=[1.0], budget=10,
+                        defense_params={"ca-dp": {"turn_epsilon": 1.0}}, **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+
+    def bare_generations(**shares) -> float:
+        table = CompletionTable({}, "t", calls={"rag-thief": AttackCalls("rag-thief", 1, 1.0, 0.0, **shares)})
+        return plan_summary(config, completions=table, tokens=count)["eta_basis"]["context_budget"]["ca-dp"]["bare"]
+
+    # 9 bare questions: the bare share where observed, else the share of repeated queries, else none
+    assert bare_generations() == 9
+    assert bare_generations(target_repeat_share=0.5) == 4.5
+    assert bare_generations(target_repeat_share=0.5, bare_repeat_share=0.7) == pytest.approx(2.7)
 
 
 def test_observe_tells_bare_answers_from_answers_with_passages(tmp_path):

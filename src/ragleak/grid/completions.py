@@ -13,7 +13,8 @@ attributed to its attack by matching that prompt to a prompt some cell's transcr
 its trace; an entry no trace shows (an attacker call, a voter's sequence) is attributed to the
 one attack of the run whose declared attacker decode cap (``StreamShape.attacker_max_tokens``)
 equals the entry's ``max_tokens``, and left unattributed when no attack or several attacks of the
-run (or the target's own decoding) share that cap. Without a run, the plan reads the table
+run share that cap, or the target's own decoding shares it and the entry's settings are the
+target's (an entry sampled at settings no target uses is still an attacker call). Without a run, the plan reads the table
 measured on this project's runs (``data/plan/completions.v1.json``, its provenance inside).
 
 The finished cell records give, per attack, how many queries it really sent of its budget and
@@ -103,6 +104,12 @@ class AttackCalls:
     # cache), in single-prompt cells whose generation prompts depend on the query alone
     # (``generation_prompts_repeat``); None: no such cell observed
     target_repeat_share: float | None = None
+    # share of the bare questions (``Defense.context_budget``: asked after the defense stopped
+    # giving passages) that repeated one the cell had sent, in single-prompt cells of a defense
+    # whose prompts with passages never repeat (noise), so every repeat there is a bare one. An
+    # agent re-sends more when its answers are bare (RAG-Thief: 0.70 under ca-dp, 0.565 under
+    # none); None: no such cell observed
+    bare_repeat_share: float | None = None
 
     def expected_queries(self, budget: int, corpus: str) -> tuple[float, str]:
         """(queries expected under ``budget`` on ``corpus``, what that rests on): the mean over
@@ -116,20 +123,23 @@ class AttackCalls:
         share = min(self.queries_share, 1.0) if self.queries_share is not None else 1.0
         return budget * share, "share of the budget"
 
-    def repeat_share(self, queries: float) -> float:
-        """The share of target generations a cell expected to send ``queries`` queries repeats:
-        the observed share where it sends at least as many as the fewest an observed cell sent,
-        else none (repeats build up over a cell: RAG-Thief re-sends anchors it has used, which a
-        short cell has not yet done, so the share of a longer one would price it low)."""
-        if not self.target_repeat_share:
+    def repeat_share(self, queries: float, bare: bool = False) -> float:
+        """The share of target generations (``bare``: of bare questions, where observed, else of
+        all target generations) a cell expected to send ``queries`` queries repeats: the observed
+        share where it sends at least as many as the fewest an observed cell sent, else none
+        (repeats build up over a cell: RAG-Thief re-sends anchors it has used, which a short cell
+        has not yet done, so the share of a longer one would price it low)."""
+        share = self.bare_repeat_share if bare and self.bare_repeat_share is not None else self.target_repeat_share
+        if not share:
             return 0.0
         fewest = min((c.sent for c in self.sent), default=0)
-        return self.target_repeat_share if queries >= fewest else 0.0
+        return share if queries >= fewest else 0.0
 
     def row(self) -> dict:
         return {"attack": self.attack, "cells": self.cells, "queries_share": self.queries_share,
                 "attacker_per_query": self.attacker_per_query, "sent": [c.row() for c in self.sent],
-                "version": self.version, "target_repeat_share": self.target_repeat_share}
+                "version": self.version, "target_repeat_share": self.target_repeat_share,
+                "bare_repeat_share": self.bare_repeat_share}
 
 
 @dataclass(frozen=True)
@@ -243,6 +253,7 @@ def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
     stops: dict[str, list[SentQueries]] = defaultdict(list)
     versions: dict[str, set[str]] = defaultdict(set)
     repeats: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # target repeats, target generations
+    bare: dict[str, list[float]] = defaultdict(lambda: [0, 0])  # bare repeats, bare questions
     for cell in cells:
         spec, counts = cell["spec"], cell.get("counts") or {}
         sent = counts.get("queries")
@@ -266,14 +277,41 @@ def attack_calls(cells: Iterable[dict]) -> dict[str, AttackCalls]:
         if "cache_repeats" in target and generation_prompts_repeat(str(spec.get("defense")), spec.get("mode") == "multi"):
             repeats[spec["attack"]][0] += target["cache_repeats"]
             repeats[spec["attack"]][1] += target.get("model_calls", 0) + target.get("cache_hits", 0)
+        asked_bare = _bare_questions(spec, sent) if "cache_repeats" in target else None
+        if asked_bare:
+            bare[spec["attack"]][0] += target["cache_repeats"]
+            bare[spec["attack"]][1] += asked_bare
         version = (spec.get("versions") or {}).get(f"attack:{spec['attack']}")
         if version is not None:
             versions[spec["attack"]].add(str(version))
         row[4] += agent["model_calls"] + agent["cache_hits"] - agent["cache_repeats"]
     return {attack: AttackCalls(attack, int(n), round(budgeted / budget, 3) if budget else None,
                                 round(agent / sent, 3), tuple(stops[attack]), ",".join(sorted(versions[attack])) or None,
-                                round(repeats[attack][0] / repeats[attack][1], 3) if repeats[attack][1] else None)
+                                round(repeats[attack][0] / repeats[attack][1], 3) if repeats[attack][1] else None,
+                                round(bare[attack][0] / bare[attack][1], 3) if bare[attack][1] else None)
             for attack, (n, sent, budgeted, budget, agent) in sums.items()}
+
+
+def _bare_questions(spec: dict, sent: int) -> int | None:
+    """Bare questions of a finished single-prompt cell of ``sent`` queries whose defense has a
+    context budget (one client: grid targets name no principal) and draws fresh noise for every
+    prompt with passages (``Defense.repeats_prompts`` False), so that its target repeats are all
+    bare ones; None for any other cell (or a defense this install cannot build)."""
+    from ragleak.defenses import defense_class
+
+    if spec.get("mode") == "multi":
+        return None
+    try:
+        cls = defense_class(str(spec.get("defense")))
+        params = dict(spec.get("defense_params") or {})
+        if cls.epsilon_param is not None and spec.get("epsilon") is not None:
+            params[cls.epsilon_param] = spec["epsilon"]
+        budget = cls(**params).context_budget()
+        if budget is None or cls.repeats_prompts():
+            return None
+    except Exception:  # noqa: BLE001 - a plugin this install lacks: its cells say nothing here
+        return None
+    return max(sent - budget, 0)
 
 
 def voting_use(cells: Iterable[dict]) -> dict[tuple[str, str, str], VotingStats]:
@@ -330,16 +368,18 @@ def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role]]:
     return prompts
 
 
-def _attacker_caps(cells: Iterable[dict]) -> dict[int, str | None]:
+def _attacker_caps(cells: Iterable[dict], with_target: bool = True) -> dict[int, str | None]:
     """max_tokens -> the one attack of the run whose attacker calls decode at that cap (None:
-    shared by several attacks, or by the target's own decoding, so not attributable)."""
+    shared by several attacks, or - ``with_target`` - by the target's own decoding, so not
+    attributable)."""
     from ragleak.attacks import ATTACKS
 
     caps: dict[int, set[str]] = defaultdict(set)
     for cell in cells:
         spec = cell["spec"]
         decoding = (spec.get("stack") or {}).get("decoding") or {}
-        caps[int(decoding.get("max_tokens", 256))].add("<target>")
+        if with_target:
+            caps[int(decoding.get("max_tokens", 256))].add("<target>")
         try:
             shape = ATTACKS.get(spec["attack"])(**(spec.get("attack_params") or {})).stream_shape(spec.get("mode", "single"))
         except Exception as exc:  # noqa: BLE001 - a plugin this install lacks: its calls stay unattributed
@@ -351,6 +391,22 @@ def _attacker_caps(cells: Iterable[dict]) -> dict[int, str | None]:
             for cap, names in caps.items()}
 
 
+def _target_params(cells: Iterable[dict]) -> set[str]:
+    """The decoding settings (as the cache stores them) of the run's targets: an entry decoded
+    with other settings (DEAL's optimizer samples at temperature 0.7) is no target's answer."""
+    from ragleak.rag.generator import DecodingParams
+    from ragleak.records import canonical_json
+
+    out = set()
+    for cell in cells:
+        decoding = ((cell["spec"].get("stack") or {}).get("decoding") or {})
+        try:
+            out.add(canonical_json(DecodingParams(**decoding)))
+        except (TypeError, ValueError):  # a field this install does not know: nothing is excluded by it
+            continue
+    return out
+
+
 def observe(run_dir: Path) -> CompletionTable:
     """Completion lengths per (attack, role, model) in the generation cache of the grid run in
     ``run_dir`` (read-only: a run in progress is not disturbed)."""
@@ -360,6 +416,8 @@ def observe(run_dir: Path) -> CompletionTable:
         raise ConfigError(f"--observe {run_dir}: no generations.sqlite there (is it a grid run folder?)")
     cells = _run_cells(run_dir)
     prompts, caps, names = _trace_prompts(run_dir), _attacker_caps(cells), _model_names()
+    # a cap the target shares still attributes an entry the target's settings cannot have made
+    untargeted_caps, target_params = _attacker_caps(cells, with_target=False), _target_params(cells)
     samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]] = defaultdict(list)
     unattributed = 0
     try:
@@ -383,6 +441,8 @@ def observe(run_dir: Path) -> CompletionTable:
             key = (*prompts[prompt], model)
         elif caps.get(max_tokens):
             key = (caps[max_tokens], "attacker", model)  # type: ignore[assignment]
+        elif params_text not in target_params and untargeted_caps.get(max_tokens):
+            key = (untargeted_caps[max_tokens], "attacker", model)  # type: ignore[assignment]
         else:
             unattributed += 1
             continue

@@ -447,7 +447,8 @@ class EtaModel:
         A defense with a context budget (``Defense.context_budget``) answers the queries after it
         with the bare question: those are the last value, not in the first (priced at the
         passage-free prompt by ``__call__``), their repeats are cache hits (no noise reaches a bare
-        prompt), and a fixed single-prompt attack's tail is paid once by the streams that send it
+        prompt: the attack's observed share of repeated bare questions, else of repeated
+        queries under a defense whose prompts repeat), and a fixed single-prompt attack's tail is paid once by the streams that send it
         (``_bare_tails``; keyed by the estimate's identity)."""
         observed = self.completions.calls.get(s.cell.attack)
         target = s.target_generations + s.sequences
@@ -456,12 +457,13 @@ class EtaModel:
         if observed is not None and observed.version not in (None, installed):
             self._calls_other_version[s.cell.attack] = {"observed": observed.version, "installed": installed}
             observed = None
-        share, repeat, per_query = 1.0, 0.0, None
+        share, repeat, bare_repeat, per_query = 1.0, 0.0, 0.0, None
         if observed is not None and s.queries > 0:
             self._calls_used[s.cell.attack] = observed.row()
             sent, rests_on = observed.expected_queries(round(s.queries), s.cell.corpus)
             share = min(sent / s.queries, 1.0)
             repeat = observed.repeat_share(s.queries * share)
+            bare_repeat = observed.repeat_share(s.queries * share, bare=True)
             row = self._queries.setdefault(s.cell.attack, {"streams": 0, "budgeted": 0.0, "expected": 0.0,
                                                            "from": set()})
             row["streams"] += 1
@@ -481,7 +483,7 @@ class EtaModel:
             with_context = min(float(s.context_budget), sent_queries)
             tail_from = self._bare_from.get(id(s), s.context_budget)  # None: another stream pays the tail
             tail = 0.0 if tail_from is None else max(sent_queries - tail_from, 0.0)
-            bare = tail * per * (1 - repeat if not s.carries_answers else 1.0)
+            bare = tail * per * (1 - bare_repeat if not s.carries_answers else 1.0)
             plain = with_context * per
             used = self._bare_used.setdefault(s.cell.defense, {"streams": 0, "with_context": 0.0, "bare": 0.0})
             used["streams"] += 1
