@@ -30,7 +30,11 @@ small budget cannot show where an attack ends. The ``bare`` rows (answers to a b
 query ca-dp answers without passages once its budget is spent) come from a grid of MI, RAG-Thief
 and PS under ca-dp at eps 1 on synthetic-corp (150 documents, default budgets but PS's 10), read
 with ``--observe-only --bare-only --keep-shipped``, which also writes each attack's share of repeated
-bare questions there (``AttackCalls.bare_repeat_share``) into its calls row. DEAL's ``attacker`` row (its optimizer's calls,
+bare questions there (``AttackCalls.bare_repeat_share``) into its calls row; RAG-Thief's share was
+then pooled by hand with the out-of-sample check of 2026-12-07 (``bench_plan.py --budget 0 --attacks
+rag-thief --defenses ca-dp --corpus synthetic-email --docs 150``: 119 of its 199 bare questions
+repeated, against 140 of 199 on synthetic-corp), since the table keeps a share, not its counts,
+and that run's folder was temporary. DEAL's ``attacker`` row (its optimizer's calls,
 which decode at the target's cap of 256 but sample at temperature 0.7, so only the settings tell
 them apart) comes from the same agents run re-read with ``--observe-only --keep-shipped`` once
 ``observe`` attributed such calls (2026-12-06); its 24 entries were left out of the shipped

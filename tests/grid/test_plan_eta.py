@@ -341,20 +341,25 @@ def test_the_cli_dry_run_prints_the_expected_eta_and_the_upper_bound(rates, tmp_
 
     from ragleak.cli import app
 
+    # two copies' rates stored too, so the dry run on 2 workers measures nothing
+    save_speed(MODEL, {"threads": 1, "copies": 2, "prefill_tok_s": PREFILL, "decode_tok_s": DECODE})
     grid = tmp_path / "grid.yaml"
     grid.write_text("attacks: [ps]\ndefenses: [none]\ncorpora: [synthetic-corp]\nbudget: 3\n"
                     "corpus_params: {synthetic-corp: {n_docs: 12}}\n")
     runner = CliRunner()
-    result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run"])
+    result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run", "--workers", "2"])
     assert result.exit_code == 0, result.output
     assert "(expected), <=" in result.output and "(upper bound at max_tokens)" in result.output
     assert "by attack: ps ~" in result.output and "prompt prefill" in result.output
     assert "by defense: none ~" in result.output
+    # the basis in words, not as Python dicts
+    assert f"rates: {MODEL} (1 thread) prefill " in result.output and "{" not in result.output
+    assert "prompts: synthetic-corp" in result.output and "answer lengths: " in result.output
     run, model_id = make_run(tmp_path, {"ps": {}})
     cache = GenerationCache(run / "generations.sqlite")
     put(cache, model_id, "prompt of ps", 256, 7)
     cache.close()
-    result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run", "--json", "--observe", str(run)])
+    result = runner.invoke(app, ["grid", "--config", str(grid), "--dry-run", "--workers", "2", "--json", "--observe", str(run)])
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
     assert plan["eta_s"] < plan["eta_upper_s"]
@@ -362,6 +367,18 @@ def test_the_cli_dry_run_prints_the_expected_eta_and_the_upper_bound(rates, tmp_
     assert plan["eta_basis"]["completions"]["used"][f"ps/target/{MODEL}"]["median"] == 7.0
     bad = runner.invoke(app, ["grid", "--config", str(grid), "--observe", str(run), "--out", str(tmp_path / "o")])
     assert bad.exit_code != 0 and "--dry-run" in str(bad.exception)
+
+
+def test_the_dry_runs_basis_reads_as_words():
+    from ragleak.cli.grid import rates_text, source_text
+
+    rates = {f"{MODEL}@1x2": {"prefill_tok_s": 114.7, "decode_tok_s": 28.6, "measured_at": "2026-12-06T16:32:43+00:00",
+                              "load_1m": 1.61, "capped_at_one_copy": ["prefill_tok_s"]}}
+    assert rates_text(rates) == (f"{MODEL} (1 thread, 2 copies at once) prefill 114.7, decode 28.6 tokens/s, "
+                                 "measured 2026-12-06 16:32 at load 1.61; capped at one copy's prefill")
+    assert source_text("measured by X from run 'a'; merged with the table then shipped (older)").startswith(
+        "measured by X from run 'a' (merged with earlier tables")
+    assert source_text("observed in /runs/r") == "observed in /runs/r"
 
 
 def test_observed_calls_scale_the_expected_eta_and_never_lower_the_upper_bound(rates, tmp_path):
@@ -581,18 +598,37 @@ def test_bare_repeats_are_observed_in_context_budget_cells_and_priced_for_bare_q
     assert bare_generations(target_repeat_share=0.5, bare_repeat_share=0.7) == pytest.approx(2.7)
 
 
+@pytest.mark.parametrize("mode, bare", [("single", 9 + 0), ("multi", 9 + 1)])
+def test_a_fixed_attacks_bare_turns_no_passage_reaches_are_paid_once_across_epsilons(rates, tmp_path, mode, bare):
+    # ca-dp gives passages to 1 query at eps 1 and 5 at eps 5; of 10 PS queries the eps-1 cell asks
+    # 9 bare. In single prompts the eps-5 cell's 5 bare ones are among them; in conversations of
+    # 3 turns its query 5 carries the answers of queries 3-4 (given passages), so it is its own,
+    # and from query 6 (a conversation begun bare) on both cells send the same prompts
+    config = GridConfig(attacks=["ps"], defenses=["ca-dp"], epsilons=[1.0, 5.0], modes=[mode], budget=10,
+                        defense_params={"ca-dp": {"turn_epsilon": 1.0}}, **CORPUS)
+    count = PromptTokenCounter(tmp_path / "t.json", count=words)
+    used = plan_summary(config, completions=CompletionTable({}, "t"), tokens=count)["eta_basis"]["context_budget"]
+    assert used["ca-dp"] == {"streams": 2, "with_context": 6, "bare": bare}
+
+
 def test_observe_tells_bare_answers_from_answers_with_passages(tmp_path):
     run, model_id = make_run(tmp_path, {"ps": {}})
     (run / "transcripts" / "c0.json").write_text(json.dumps({"attack": "ps", "queries": [
         {"trace": {"prompt": "with passages", "context": [{"id": "d#0"}]}},
-        {"trace": {"prompt": "bare question", "context": []}}]}))
+        {"trace": {"prompt": "bare question", "context": []}},
+        # a conversation's later bare turn carries its history: a bare answer, its prompt no
+        # measure of the question
+        {"turn": 1, "trace": {"prompt": "history and a bare question", "context": []}}]}))
     cache = GenerationCache(run / "generations.sqlite")
     put(cache, model_id, "with passages", 256, 40)
-    put(cache, model_id, "bare question", 256, 8)
+    put(cache, model_id, "bare question", 256, 8, prompt_tokens=30)
+    put(cache, model_id, "history and a bare question", 256, 12, prompt_tokens=300)
     cache.close()
     observed = observe(run)
     assert observed.get("ps", "target", MODEL).completion_median == 40.0
-    assert observed.get("ps", "bare", MODEL).completion_median == 8.0
+    bare = observed.get("ps", "bare", MODEL)
+    assert (bare.n, bare.completion_median, bare.prompt_median) == (2, 10.0, 30.0)
+    assert observed.unattributed == 0
 
 
 def test_bare_answers_are_priced_at_their_observed_length_else_at_the_attacks_answers(rates, tmp_path):
@@ -612,6 +648,11 @@ def test_bare_answers_are_priced_at_their_observed_length_else_at_the_attacks_an
     # observed: the bare prompts' own length too (9 tokens here; an MI probe quotes a document)
     assert observed["eta_s"] == round(first + 3 * (9 / prefill + 8 / decode))
     assert observed["eta_basis"]["completions"]["bare_unobserved_as_target"] == []
+    # only later conversation turns observed: their answers count, their prompts (history) do not
+    later = summarise({**target, ("ps", "bare", MODEL): [(8, None, False)]}, "t")
+    assert later.get("ps", "bare", MODEL).prompt_median is None
+    assert plan_summary(config, completions=later, tokens=_COUNT)["eta_s"] == round(
+        first + 3 * (tokens.frame_tokens / prefill + 8 / decode))
 
 
 def test_an_attacks_observed_bare_prompts_size_its_questions_in_every_prompt(rates):

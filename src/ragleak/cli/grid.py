@@ -101,11 +101,12 @@ def grid_command(
                 if parallel["workers"] > 1:
                     console.print(f"  on {parallel['workers']} workers: " + (
                         f"~{duration(parallel['eta_s'])} (<= {duration(parallel['eta_upper_s'])}), at the rates of "
-                        f"{parallel['workers']} models running at once {parallel['rates']}"
+                        f"{parallel['workers']} models running at once: {rates_text(parallel['rates'])}"
                         if parallel["eta_s"] is not None else f"unknown ({parallel['hint']})"), highlight=False)
                 basis = plan["eta_basis"]
-                console.print(f"  at {basis['rates']}; prompts {basis['prompt_tokens']}; answer lengths "
-                              f"{basis['completions']['source']}", highlight=False)
+                console.print(f"  rates: {rates_text(basis['rates'])}", highlight=False)
+                console.print(f"  prompts: {prompts_text(basis['prompt_tokens'])}", highlight=False)
+                console.print(f"  answer lengths: {source_text(basis['completions']['source'])}", highlight=False)
                 attacks = ", ".join(f"{a} ~{duration(t['expected_s'])} (<= {duration(t['upper_s'])})"
                                     for a, t in basis["by_attack"].items())
                 split = basis["expected_split_s"]
@@ -166,6 +167,35 @@ def eta_line(plan: dict) -> str:
     """The dry run's ETA: expected (observed answer lengths) and the upper bound (every decode to its cap)."""
     return (f"ETA on one worker ~{duration(plan['eta_s'])} (expected), <= {duration(plan['eta_upper_s'])} "
             f"(upper bound at max_tokens)")
+
+
+def rates_text(rates: dict) -> str:
+    """The plan's measured token rates, one clause per model and thread count."""
+    out = []
+    for key, r in rates.items():
+        model, _, threads = key.rpartition("@")
+        count, _, copies = threads.partition("x")
+        where = f"{count} thread{'s' if count != '1' else ''}" + (f", {copies} copies at once" if copies else "")
+        capped = f"; capped at one copy's {' and '.join(k.split('_')[0] for k in r['capped_at_one_copy'])}" \
+            if r.get("capped_at_one_copy") else ""
+        out.append(f"{model} ({where}) prefill {r['prefill_tok_s']}, decode {r['decode_tok_s']} tokens/s, "
+                   f"measured {str(r.get('measured_at', '?'))[:16].replace('T', ' ')} at load {r.get('load_1m', '?')}{capped}")
+    return "; ".join(out) or "none stored"
+
+
+def prompts_text(prompts: dict) -> str:
+    """Prompt lengths per corpus (and model): the frame plus ``top_k`` passages of their mean length."""
+    return "; ".join(f"{label} {p['prompt_tokens']} tokens (frame {p['frame_tokens']} + {p['top_k']} passages "
+                     f"of {p['passage_tokens']}, {p['passages']} passages counted)" for label, p in prompts.items()) \
+        or "estimated (no corpus read)"
+
+
+def source_text(source: str) -> str:
+    """Where the answer lengths come from: the newest measurement (the whole provenance is in
+    ``--json``, ``eta_basis.completions.source``, and the table names each row's run)."""
+    newest, merged, _ = source.partition("; merged with")
+    return newest + (" (merged with earlier tables; the table names each row's run, --json the whole "
+                     "provenance)" if merged else "")
 
 
 def duration(seconds: float) -> str:

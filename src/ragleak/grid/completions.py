@@ -61,7 +61,9 @@ class CompletionStats:
     n: int
     completion_median: float
     completion_mean: float
-    prompt_median: float
+    # None: no prompt of this role measures what it asks (only a conversation's later bare turns,
+    # which carry its history, were observed)
+    prompt_median: float | None
     at_cap: float  # share of them that stopped at max_tokens
 
     def row(self) -> dict:
@@ -215,20 +217,22 @@ def stored_table() -> CompletionTable:
     return CompletionTable.from_json(json.loads(text))
 
 
-def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]], source: str,
+def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int | None, bool]]], source: str,
               unattributed: int = 0, calls: dict[str, AttackCalls] | None = None,
               voting: dict[tuple[str, str, str], VotingStats] | None = None) -> CompletionTable:
-    """A table from (completion tokens, prompt tokens, stopped at the cap) samples per key."""
+    """A table from (completion tokens, prompt tokens, stopped at the cap) samples per key; a
+    sample's prompt tokens None: its answer counts, its prompt does not (``_trace_prompts``)."""
     rows = {}
     for (attack, role, model), values in samples.items():
         if not values:
             continue
         completions = [c for c, _, _ in values]
+        prompts = [p for _, p, _ in values if p is not None]
         rows[(attack, role, model)] = CompletionStats(
             attack=attack, role=role, model=model, n=len(values),  # type: ignore[arg-type]
             completion_median=float(statistics.median(completions)),
             completion_mean=round(statistics.fmean(completions), 1),
-            prompt_median=float(statistics.median(p for _, p, _ in values)),
+            prompt_median=float(statistics.median(prompts)) if prompts else None,
             at_cap=round(sum(1 for *_, cap in values if cap) / len(values), 3))
     return CompletionTable(rows, source, unattributed, calls or {}, voting or {})
 
@@ -350,10 +354,13 @@ def _run_cells(run_dir: Path) -> list[dict]:
     return cells
 
 
-def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role]]:
+def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role, bool]]:
     """Rendered target prompt -> (the attack whose transcript recorded it, ``bare`` where the
-    trace gave the model no passages, else ``target``)."""
-    prompts: dict[str, tuple[str, Role]] = {}
+    trace gave the model no passages, else ``target``, and whether the prompt's length measures
+    what it asks). A bare prompt of a conversation's later turn carries the conversation's
+    history: its answer is a bare answer, but its length would size the attack's question
+    (``_question_excess`` reads the bare prompts' length) by that history."""
+    prompts: dict[str, tuple[str, Role, bool]] = {}
     for path in sorted((run_dir / "transcripts").glob("*.json")):
         try:
             transcript = json.loads(path.read_text(encoding="utf-8"))
@@ -364,7 +371,8 @@ def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role]]:
             if trace.get("prompt"):
                 # a trace that lists no context at all (one another target wrote) is not called bare
                 role: Role = "bare" if trace.get("context") == [] else "target"
-                prompts.setdefault(trace["prompt"], (transcript["attack"], role))
+                measures = role != "bare" or not query.get("turn", 0)
+                prompts.setdefault(trace["prompt"], (transcript["attack"], role, measures))
     return prompts
 
 
@@ -418,7 +426,7 @@ def observe(run_dir: Path) -> CompletionTable:
     prompts, caps, names = _trace_prompts(run_dir), _attacker_caps(cells), _model_names()
     # a cap the target shares still attributes an entry the target's settings cannot have made
     untargeted_caps, target_params = _attacker_caps(cells, with_target=False), _target_params(cells)
-    samples: dict[tuple[str, str, str], list[tuple[int, int, bool]]] = defaultdict(list)
+    samples: dict[tuple[str, str, str], list[tuple[int, int | None, bool]]] = defaultdict(list)
     unattributed = 0
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
@@ -438,7 +446,11 @@ def observe(run_dir: Path) -> CompletionTable:
             continue  # a text's log-probabilities (``CachedGenerator``), not a decode
         model = names.get(model_id, model_id)
         if prompt in prompts:
-            key = (*prompts[prompt], model)
+            attack, role, measures = prompts[prompt]
+            key = (attack, role, model)
+            if not measures:  # a later turn's bare prompt: its length is not the question's
+                samples[key].append((completion, None, completion >= max_tokens))
+                continue
         elif caps.get(max_tokens):
             key = (caps[max_tokens], "attacker", model)  # type: ignore[assignment]
         elif params_text not in target_params and untargeted_caps.get(max_tokens):

@@ -42,7 +42,8 @@ The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the
   answers the queries after it with the bare question: priced without passages (prompt and
   answer as the attack's bare questions were observed, ``bare`` role, else the target prompt
   less its passages and the attack's answer length), a repeat free, and a fixed attack's bare
-  tail paid once by the cells (at each epsilon) that send it;
+  turns that no passage reaches (a conversation begun with passages carries their answers)
+  paid once by the cells (at each epsilon) that send them;
 * *upper bound*: the same prompts, every decode run to its cap (``max_tokens``), every query of
   the budget sent, attacker calls at the larger of the declared and observed rate, a voting
   answer at its shape, one decoded token per sequence and step.
@@ -282,7 +283,7 @@ class EtaModel:
         self._queries: dict[str, dict] = {}  # per attack: streams, queries budgeted and expected sent
         self._voting_used: dict[str, dict] = {}
         self._no_lockstep: set[str] = set()
-        self._bare_from: dict[int, int | None] = {}  # _bare_tails of the streams priced
+        self._bare_from: dict[int, tuple[int, int | None]] = {}  # _bare_tails of the streams priced
         self._bare_used: dict[str, dict] = {}  # per defense: context-budget streams, generations with and without
         self._bare_as_target: set[str] = set()  # (attack, bare, model) unobserved: priced as its answers with passages
         self._questions: dict[str, float] = {}  # per attack/model: observed question tokens beyond the frame's
@@ -304,7 +305,8 @@ class EtaModel:
     def _prompt_tokens(self, cell: CellSpec) -> PromptTokens | None:
         stack = cell.stack
         counted = self.tokens(cell.corpus, cell.corpus_params, stack)
-        label = f"{cell.corpus}{cell.corpus_params or ''}@{stack.model}"
+        params = ", ".join(f"{k}={v}" for k, v in sorted(cell.corpus_params.items()))
+        label = f"{cell.corpus}{f' ({params})' if params else ''} @ {stack.model}"
         if counted is not None and label not in self._prompts:
             self._prompts[label] = {"prompt_tokens": round(counted.prompt), "passages": counted.passages,
                                     "passage_tokens": round(counted.passage_tokens, 1), "top_k": counted.top_k,
@@ -333,7 +335,7 @@ class EtaModel:
         """Tokens by which the attack's questions exceed the frame's assumed one: its observed bare
         prompts (the frame and its question, no passages) less ``frame``; 0 where unobserved."""
         stats = self.completions.get(cell.attack, "bare", cell.stack.model)
-        if stats is None:
+        if stats is None or stats.prompt_median is None:
             return 0.0
         excess = max(stats.prompt_median - frame, 0.0)
         self._questions[f"{cell.attack}/{cell.stack.model}"] = round(excess, 1)
@@ -352,8 +354,8 @@ class EtaModel:
             completion = answer
         else:
             completion = self._completion(cell.attack, "bare", model, cell.stack.decoding.max_tokens)
-            if not s.carries_answers:  # observed on single prompts; a conversation's turn adds its history
-                prompt = stats.prompt_median
+            if not s.carries_answers and stats.prompt_median is not None:
+                prompt = stats.prompt_median  # observed without history; a conversation's turn adds its own
         return GenerationPrice(prompt=prompt, completion=completion, prompt_upper=target.prompt_upper,
                                completion_upper=target.completion_upper)
 
@@ -422,7 +424,7 @@ class EtaModel:
         stats = self.completions.get(cell.attack, "attacker", stack.model) if s.attacker_calls else None
         own = self._completion(cell.attack, "attacker", stack.model, attacker_cap) if s.attacker_calls else 0.0
         # an agent's prompt: its instructions (about a system prompt's length) and the answer it reads
-        prompt = stats.prompt_median if stats is not None else frame + answer
+        prompt = stats.prompt_median if stats is not None and stats.prompt_median is not None else frame + answer
         attacker = GenerationPrice(prompt=prompt, completion=own,
                                    prompt_upper=prompt if stats is not None else frame + cap,
                                    completion_upper=attacker_cap)
@@ -448,8 +450,9 @@ class EtaModel:
         with the bare question: those are the last value, not in the first (priced at the
         passage-free prompt by ``__call__``), their repeats are cache hits (no noise reaches a bare
         prompt: the attack's observed share of repeated bare questions, else of repeated
-        queries under a defense whose prompts repeat), and a fixed single-prompt attack's tail is paid once by the streams that send it
-        (``_bare_tails``; keyed by the estimate's identity)."""
+        queries under a defense whose prompts repeat), and a fixed attack's bare turns that no
+        passage reaches are paid once by the streams that send them (``_bare_tails``; keyed by the
+        estimate's identity)."""
         observed = self.completions.calls.get(s.cell.attack)
         target = s.target_generations + s.sequences
         scored = s.queries if s.likelihood_per_sentence else 0.0
@@ -481,8 +484,9 @@ class EtaModel:
             sent_queries = s.queries * share
             per = s.target_generations / s.queries  # plain generations per query
             with_context = min(float(s.context_budget), sent_queries)
-            tail_from = self._bare_from.get(id(s), s.context_budget)  # None: another stream pays the tail
-            tail = 0.0 if tail_from is None else max(sent_queries - tail_from, 0.0)
+            # the queries of its bare tail this stream pays for (``_bare_tails``): [start, end)
+            start, end = self._bare_from.get(id(s), (s.context_budget, None))
+            tail = max(min(sent_queries, float("inf") if end is None else end) - start, 0.0)
             bare = tail * per * (1 - bare_repeat if not s.carries_answers else 1.0)
             plain = with_context * per
             used = self._bare_used.setdefault(s.cell.defense, {"streams": 0, "with_context": 0.0, "bare": 0.0})
@@ -495,23 +499,31 @@ class EtaModel:
             attacker_upper = s.queries * max(s.attacker_calls / s.queries, per_query)
         return plain + s.sequences * share, attacker, target, attacker_upper, scored * share, bare
 
-    def _bare_tails(self, streams: list[CellEstimate]) -> dict[int, int | None]:
-        """Where each context-budget stream's bare tail starts (``calls``): a fixed attack sending
-        single prompts sends the same questions in every stream that differs only in its defense
-        path (a ca-dp cell at each epsilon), so their bare prompts are the same from the smallest
-        budget on: the first such stream pays that tail (from the smallest budget), the others
-        none. Other streams pay their own tail (an adaptive attack's questions follow the answers,
-        which differ while passages are given)."""
+    def _bare_tails(self, streams: list[CellEstimate]) -> dict[int, tuple[int, int | None]]:
+        """The queries [start, end) (end None: to the stream's last) of each context-budget stream's
+        bare tail that it pays for (``calls``). A fixed attack sends the same questions in every
+        stream that differs only in its defense path (a ca-dp cell at each epsilon), so its bare
+        prompts are the same in all of them wherever no earlier passage reaches them: from the
+        budget on in single prompts; in conversations (``MULTI_TURNS`` turns, the history carried),
+        from the first conversation that starts after the budget, since a conversation begun with
+        passages carries their answers into its bare turns. The stream of the smallest budget
+        pays its whole tail; each other pays only the bare turns of its conversation begun with
+        passages (none in single prompts). Other streams pay their own tail (an adaptive attack's
+        questions follow the answers, which differ while passages are given)."""
         if not self.shared_cache:
             return {}
         groups: dict[tuple, list[CellEstimate]] = defaultdict(list)
         for s in streams:
-            if s.context_budget is not None and s.kind == "fixed/single":
+            if s.context_budget is not None and s.kind in ("fixed/single", "fixed/multi"):
                 groups[s.key[:-1]].append(s)
-        tails: dict[int, int | None] = {}
+        tails: dict[int, tuple[int, int | None]] = {}
         for members in groups.values():
-            tails[id(members[0])] = min(m.context_budget for m in members if m.context_budget is not None)
-            tails.update((id(m), None) for m in members[1:])
+            first = min(members, key=lambda m: m.context_budget)
+            for m in members:
+                budget = m.context_budget
+                turns = MULTI_TURNS if m.kind == "fixed/multi" else 1
+                clean = -(-budget // turns) * turns  # the first conversation with no passage in it
+                tails[id(m)] = (budget, None) if m is first else (budget, clean)
         return tails
 
     def __call__(self, streams: list[CellEstimate]) -> tuple[float | None, float | None, dict]:

@@ -285,7 +285,8 @@ def budget_lines(grid: GridConfig, cells: list[CellSpec]) -> list[str]:
         n = sum(1 for c in cells if c.attack == attack)
         out.append(f"{attack}: {n} cells x {shown} per cell" + (f" ({extra})" if extra else ""))
     if grid.corpus_params:
-        out.append("corpora: " + ", ".join(f"{c} {p}" for c, p in grid.corpus_params.items()))
+        out.append("corpora: " + ", ".join(f"{c} ({', '.join(f'{k}={v}' for k, v in sorted(p.items()))})"
+                                           for c, p in grid.corpus_params.items()))
     out.append(f"seeds: {', '.join(map(str, grid.seeds))}")
     return out
 
