@@ -611,6 +611,29 @@ def test_a_fixed_attacks_bare_turns_no_passage_reaches_are_paid_once_across_epsi
     assert used["ca-dp"] == {"streams": 2, "with_context": 6, "bare": bare}
 
 
+def test_answers_under_a_defense_that_changes_what_the_model_reads_are_priced_as_observed_there(rates, tmp_path):
+    run, model_id = make_run(tmp_path, {"ps": {}})
+    # a second cell of the same attack under dp-retrieval, and one under pad-regex (postprocess only)
+    for name, defense, prompt in (("c1", "dp-retrieval", "noisy passages"), ("c2", "pad-regex", "masked later")):
+        spec = {"attack": "ps", "defense": defense, "mode": "single", "stack": StackConfig().model_dump(mode="json")}
+        (run / "cells" / f"{name}.json").write_text(json.dumps({"spec": spec}))
+        (run / "transcripts" / f"{name}.json").write_text(json.dumps({"attack": "ps", "queries": [{"trace": {"prompt": prompt}}]}))
+    cache = GenerationCache(run / "generations.sqlite")
+    put(cache, model_id, "prompt of ps", 256, 20)
+    put(cache, model_id, "noisy passages", 256, 200)
+    put(cache, model_id, "masked later", 256, 30)
+    cache.close()
+    observed = observe(run)
+    assert observed.get("ps", "target", MODEL).n == 3  # every answer counts for the attack
+    assert set(observed.under) == {("dp-retrieval", "ps", MODEL)}
+    assert observed.target_under("dp-retrieval", "ps", MODEL).completion_mean == 200.0
+    assert CompletionTable.from_json(observed.to_json()).under == observed.under
+    config = GridConfig(attacks=["ps"], defenses=["none", "dp-retrieval"], budget=2, **CORPUS)
+    basis = plan_summary(config, completions=observed, tokens=_COUNT)["eta_basis"]["completions"]["used"]
+    assert basis[f"ps/target/{MODEL} under dp-retrieval"]["mean"] == 200.0
+    assert basis[f"ps/target/{MODEL}"]["mean"] == 83.3
+
+
 def test_observe_tells_bare_answers_from_answers_with_passages(tmp_path):
     run, model_id = make_run(tmp_path, {"ps": {}})
     (run / "transcripts" / "c0.json").write_text(json.dumps({"attack": "ps", "queries": [

@@ -38,7 +38,7 @@ import logging
 import sqlite3
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Literal
@@ -177,9 +177,17 @@ class CompletionTable:
     unattributed: int = 0  # cache entries no attack could be matched to
     calls: dict[str, AttackCalls] = field(default_factory=dict)
     voting: dict[tuple[str, str, str], VotingStats] = field(default_factory=dict)
+    # target answers by (defense, attack, model), for the defenses that change what the model reads
+    # (``observe``): RAG-Thief's answers ran to 213 tokens on average under dp-retrieval's random
+    # passages against 113 under none, so an answer's length depends on the defense too
+    under: dict[tuple[str, str, str], CompletionStats] = field(default_factory=dict)
 
     def get(self, attack: str, role: Role, model: str) -> CompletionStats | None:
         return self.rows.get((attack, role, model))
+
+    def target_under(self, defense: str, attack: str, model: str) -> CompletionStats | None:
+        """The target answers of ``attack`` observed under ``defense`` (None: none observed)."""
+        return self.under.get((defense, attack, model))
 
     def voting_for(self, defense: str, attack: str, model: str) -> VotingStats | None:
         return self.voting.get((defense, attack, model))
@@ -188,7 +196,8 @@ class CompletionTable:
         return {"source": self.source, "unattributed": self.unattributed,
                 "rows": [s.row() for s in sorted(self.rows.values(), key=lambda s: (s.model, s.attack, s.role))],
                 "calls": [c.row() for _, c in sorted(self.calls.items())],
-                "voting": [v.row() for _, v in sorted(self.voting.items())]}
+                "voting": [v.row() for _, v in sorted(self.voting.items())],
+                "target_under_defense": [{"defense": d, **s.row()} for (d, *_), s in sorted(self.under.items())]}
 
     @classmethod
     def from_json(cls, data: dict) -> "CompletionTable":
@@ -208,7 +217,11 @@ class CompletionTable:
         for r in data.get("voting", []):
             v = VotingStats(**{k: v for k, v in r.items() if k in VotingStats.__dataclass_fields__})
             voting[(v.defense, v.attack, v.model)] = v
-        return cls(rows, str(data.get("source", "?")), int(data.get("unattributed", 0)), calls, voting)
+        under = {}
+        for r in data.get("target_under_defense", []):
+            s = CompletionStats(**{k: v for k, v in r.items() if k in names})
+            under[(str(r["defense"]), s.attack, s.model)] = s
+        return cls(rows, str(data.get("source", "?")), int(data.get("unattributed", 0)), calls, voting, under)
 
 
 def stored_table() -> CompletionTable:
@@ -222,19 +235,19 @@ def summarise(samples: dict[tuple[str, str, str], list[tuple[int, int | None, bo
               voting: dict[tuple[str, str, str], VotingStats] | None = None) -> CompletionTable:
     """A table from (completion tokens, prompt tokens, stopped at the cap) samples per key; a
     sample's prompt tokens None: its answer counts, its prompt does not (``_trace_prompts``)."""
-    rows = {}
-    for (attack, role, model), values in samples.items():
-        if not values:
-            continue
-        completions = [c for c, _, _ in values]
-        prompts = [p for _, p, _ in values if p is not None]
-        rows[(attack, role, model)] = CompletionStats(
-            attack=attack, role=role, model=model, n=len(values),  # type: ignore[arg-type]
-            completion_median=float(statistics.median(completions)),
-            completion_mean=round(statistics.fmean(completions), 1),
-            prompt_median=float(statistics.median(prompts)) if prompts else None,
-            at_cap=round(sum(1 for *_, cap in values if cap) / len(values), 3))
+    rows = {key: _stats(*key, values) for key, values in samples.items() if values}
     return CompletionTable(rows, source, unattributed, calls or {}, voting or {})
+
+
+def _stats(attack: str, role: str, model: str, values: list[tuple[int, int | None, bool]]) -> CompletionStats:
+    completions = [c for c, _, _ in values]
+    prompts = [p for _, p, _ in values if p is not None]
+    return CompletionStats(
+        attack=attack, role=role, model=model, n=len(values),  # type: ignore[arg-type]
+        completion_median=float(statistics.median(completions)),
+        completion_mean=round(statistics.fmean(completions), 1),
+        prompt_median=float(statistics.median(prompts)) if prompts else None,
+        at_cap=round(sum(1 for *_, cap in values if cap) / len(values), 3))
 
 
 def generation_prompts_repeat(defense: str, carries_answers: bool) -> bool:
@@ -354,26 +367,48 @@ def _run_cells(run_dir: Path) -> list[dict]:
     return cells
 
 
-def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role, bool]]:
+def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role, bool, str | None]]:
     """Rendered target prompt -> (the attack whose transcript recorded it, ``bare`` where the
-    trace gave the model no passages, else ``target``, and whether the prompt's length measures
-    what it asks). A bare prompt of a conversation's later turn carries the conversation's
-    history: its answer is a bare answer, but its length would size the attack's question
-    (``_question_excess`` reads the bare prompts' length) by that history."""
-    prompts: dict[str, tuple[str, Role, bool]] = {}
+    trace gave the model no passages, else ``target``, whether the prompt's length measures what
+    it asks, the defense of the transcript's cell where its record says). A bare prompt of a
+    conversation's later turn carries the conversation's history: its answer is a bare answer,
+    but its length would size the attack's question (``_question_excess`` reads the bare
+    prompts' length) by that history."""
+    prompts: dict[str, tuple[str, Role, bool, str | None]] = {}
     for path in sorted((run_dir / "transcripts").glob("*.json")):
         try:
             transcript = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        defense = _cell_defense(run_dir / "cells" / path.name)
         for query in transcript.get("queries", []):
             trace = query.get("trace") or {}
             if trace.get("prompt"):
                 # a trace that lists no context at all (one another target wrote) is not called bare
                 role: Role = "bare" if trace.get("context") == [] else "target"
                 measures = role != "bare" or not query.get("turn", 0)
-                prompts.setdefault(trace["prompt"], (transcript["attack"], role, measures))
+                prompts.setdefault(trace["prompt"], (transcript["attack"], role, measures, defense))
     return prompts
+
+
+def _cell_defense(record: Path) -> str | None:
+    """The defense of a cell record (a transcript's namesake), or None where it cannot be read."""
+    try:
+        spec = json.loads(record.read_text(encoding="utf-8")).get("spec") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(spec["defense"]) if spec.get("defense") else None
+
+
+def _reads_other_passages(defense: str | None) -> bool:
+    """Whether a defense changes what the model reads (any hook before ``postprocess``), so its
+    answers get rows of their own (``CompletionTable.under``); unknown ones do not."""
+    from ragleak.defenses import defense_class
+
+    try:
+        return defense is not None and not set(defense_class(defense).hooks) <= {"postprocess"}
+    except Exception:  # noqa: BLE001 - a plugin this install lacks
+        return False
 
 
 def _attacker_caps(cells: Iterable[dict], with_target: bool = True) -> dict[int, str | None]:
@@ -427,6 +462,7 @@ def observe(run_dir: Path) -> CompletionTable:
     # a cap the target shares still attributes an entry the target's settings cannot have made
     untargeted_caps, target_params = _attacker_caps(cells, with_target=False), _target_params(cells)
     samples: dict[tuple[str, str, str], list[tuple[int, int | None, bool]]] = defaultdict(list)
+    under: dict[tuple[str, str, str], list[tuple[int, int | None, bool]]] = defaultdict(list)
     unattributed = 0
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
@@ -446,8 +482,10 @@ def observe(run_dir: Path) -> CompletionTable:
             continue  # a text's log-probabilities (``CachedGenerator``), not a decode
         model = names.get(model_id, model_id)
         if prompt in prompts:
-            attack, role, measures = prompts[prompt]
+            attack, role, measures, defense = prompts[prompt]
             key = (attack, role, model)
+            if role == "target" and _reads_other_passages(defense):
+                under[(defense, attack, model)].append((completion, prompt_tokens, completion >= max_tokens))
             if not measures:  # a later turn's bare prompt: its length is not the question's
                 samples[key].append((completion, None, completion >= max_tokens))
                 continue
@@ -459,4 +497,5 @@ def observe(run_dir: Path) -> CompletionTable:
             unattributed += 1
             continue
         samples[key].append((completion, prompt_tokens, completion >= max_tokens))
-    return summarise(samples, f"observed in {run_dir}", unattributed, attack_calls(cells), voting_use(cells))
+    table = summarise(samples, f"observed in {run_dir}", unattributed, attack_calls(cells), voting_use(cells))
+    return replace(table, under={(d, a, m): _stats(a, "target", m, v) for (d, a, m), v in under.items()})

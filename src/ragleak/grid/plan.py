@@ -27,7 +27,8 @@ The ETA is two numbers, at the rates ``ragleak models --bench`` measured for the
   the question as long as the attack's bare prompts were observed to make it, else
   ``QUERY_WORDS`` words),
   decoding as long as that attack's answers were observed to be (``grid.completions``: a run
-  given with ``--observe``, else the table measured on this project's runs); an attacker call at
+  given with ``--observe``, else the table measured on this project's runs; under a defense that
+  changes what the model reads, as observed under that defense where it was); an attacker call at
   its observed length, else at its decode cap (``StreamShape.attacker_max_tokens``); a voting
   defense's answer as that defense's answers to that attack were observed to run
   (``grid.completions.VotingStats``: prompts, passages and lock-step steps per answer; private-rag
@@ -320,10 +321,13 @@ class EtaModel:
             return TOKENS_PER_WORD * cell.stack.top_k * cell.stack.chunk_words
         return counted.prompt - counted.frame_tokens
 
-    def _completion(self, attack: str, role: str, model: str, cap: int) -> float:
-        """Expected decoded tokens: the observed mean (never above ``cap``), else ``cap``."""
-        stats = self.completions.get(attack, role, model)  # type: ignore[arg-type]
-        label = f"{attack}/{role}/{model}"
+    def _completion(self, attack: str, role: str, model: str, cap: int, defense: str | None = None) -> float:
+        """Expected decoded tokens: the observed mean (never above ``cap``), else ``cap``; a target
+        answer under ``defense`` as observed under that defense where it was
+        (``CompletionTable.target_under``), else as observed at all."""
+        under = self.completions.target_under(defense, attack, model) if defense and role == "target" else None
+        stats = under or self.completions.get(attack, role, model)  # type: ignore[arg-type]
+        label = f"{attack}/{role}/{model}" + (f" under {defense}" if under else "")
         if stats is None:
             self._unobserved.add(label)
             return float(cap)
@@ -543,7 +547,7 @@ class EtaModel:
         split = [0.0, 0.0]
         for s in streams:
             stack = s.cell.stack
-            answer = self._completion(s.cell.attack, "target", stack.model, stack.decoding.max_tokens)
+            answer = self._completion(s.cell.attack, "target", stack.model, stack.decoding.max_tokens, s.cell.defense)
             t_calls, a_calls, t_calls_up, a_calls_up, scored, bare = self.calls(s, answer)
             # a voting defense's sequences are decoding work, not model calls
             plain = s.target_generations / max(s.target_generations + s.sequences, 1e-9)
