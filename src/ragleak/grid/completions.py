@@ -14,8 +14,10 @@ its trace; an entry no trace shows (an attacker call, a voter's sequence) is att
 one attack of the run whose declared attacker decode cap (``StreamShape.attacker_max_tokens``)
 equals the entry's ``max_tokens``, and left unattributed when no attack or several attacks of the
 run share that cap, or the target's own decoding shares it and the entry's settings are the
-target's (an entry sampled at settings no target uses is still an attacker call). Without a run, the plan reads the table
-measured on this project's runs (``data/plan/completions.v1.json``, its provenance inside).
+target's (an entry sampled at settings no target uses is still an attacker call). Target answers
+are also kept per defense that changes what the model reads (``CompletionTable.under``). Without
+a run, the plan reads the table measured on this project's runs (``data/plan/completions.v1.json``,
+its provenance inside).
 
 The finished cell records give, per attack, how many queries it really sent of its budget and
 its own LLM calls per target query (``AttackCalls``): the expected ETA scales by both, the upper
@@ -109,8 +111,8 @@ class AttackCalls:
     # share of the bare questions (``Defense.context_budget``: asked after the defense stopped
     # giving passages) that repeated one the cell had sent, in single-prompt cells of a defense
     # whose prompts with passages never repeat (noise), so every repeat there is a bare one. An
-    # agent re-sends more when its answers are bare (RAG-Thief: 0.70 under ca-dp, 0.565 under
-    # none); None: no such cell observed
+    # agent re-sends more when its answers are bare (RAG-Thief: 0.60-0.70 under ca-dp, 0.49-0.66
+    # of its queries under none); None: no such cell observed
     bare_repeat_share: float | None = None
 
     def expected_queries(self, budget: int, corpus: str) -> tuple[float, str]:
@@ -178,8 +180,8 @@ class CompletionTable:
     calls: dict[str, AttackCalls] = field(default_factory=dict)
     voting: dict[tuple[str, str, str], VotingStats] = field(default_factory=dict)
     # target answers by (defense, attack, model), for the defenses that change what the model reads
-    # (``observe``): RAG-Thief's answers ran to 213 tokens on average under dp-retrieval's random
-    # passages against 113 under none, so an answer's length depends on the defense too
+    # (``observe``): RAG-Thief's answers ran to 214.5 tokens on average under dp-retrieval's noisy
+    # passages against 112.8 under none, so an answer's length depends on the defense too
     under: dict[tuple[str, str, str], CompletionStats] = field(default_factory=dict)
 
     def get(self, attack: str, role: Role, model: str) -> CompletionStats | None:
