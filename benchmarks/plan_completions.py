@@ -34,11 +34,12 @@ bare questions there (``AttackCalls.bare_repeat_share``) into its calls row; RAG
 then pooled by hand with the out-of-sample check of 2026-12-07 (``bench_plan.py --budget 0 --attacks
 rag-thief --defenses ca-dp --corpus synthetic-email --docs 150``: 119 of its 199 bare questions
 repeated, against 140 of 199 on synthetic-corp), since the table keeps a share, not its counts,
-and that run's folder was temporary. The ``target_under_defense`` row (RAG-Thief's answers under
-dp-retrieval: 213 tokens on average, 72% at the cap, against 113 under no defense) was written by
-hand from ``bench_plan.py --budget 0 --attacks rag-thief --defenses dp-retrieval --corpus
-synthetic-corp --docs 150`` (2026-12-07; its run folder is temporary too; ``observe`` keeps such
-rows since that day, and ``--keep-shipped`` merges them like the others). DEAL's ``attacker`` row (its optimizer's calls,
+and that run's folder was temporary. The ``target_under_defense`` rows (RAG-Thief's and DEAL's answers
+under dp-retrieval: 214.5 and 222.0 tokens on average, against 112.8 and 137.4 under no defense)
+were written by hand from ``bench_plan.py --budget 0 --attacks rag-thief`` (then ``--attacks
+deal``) ``--defenses dp-retrieval --corpus synthetic-corp --docs 150`` (2026-12-07; their run
+folders are temporary too; ``observe`` keeps such rows since that day, and ``--keep-shipped``
+merges them like the others). DEAL's ``attacker`` row (its optimizer's calls,
 which decode at the target's cap of 256 but sample at temperature 0.7, so only the settings tell
 them apart) comes from the same agents run re-read with ``--observe-only --keep-shipped`` once
 ``observe`` attributed such calls (2026-12-06); its 24 entries were left out of the shipped
