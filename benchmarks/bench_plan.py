@@ -20,7 +20,10 @@ separately, the run's own observations (``--observe``: in sample, the estimator'
 
     PYTHONPATH=src RAGLEAK_THREADS=1 nice -n 15 .venv/bin/python benchmarks/bench_plan.py [--budget 4] \\
         [--attacks ps,mi] [--defenses none,dp-retrieval] [--corpus synthetic-corp --docs 30] [--modes single] \\
-        [--epsilons 1.0]
+        [--epsilons 1.0] [--mi '{"n_members": 5, "n_nonmembers": 15}'] [--keep-run DIR]
+
+``--keep-run`` keeps the run folder, so that ``benchmarks/plan_completions.py --observe-only
+--run-dir DIR --keep-shipped`` can merge what it observed into the shipped table.
 
 ``--budget 0`` runs each attack at its default budget, the paper grid's setting, where an agent
 attack may end on its own long before it (IKEA: 8-13 of 256 queries on the paper's corpora under
@@ -49,14 +52,15 @@ OUT = Path(__file__).resolve().parent / "results" / f"bench_plan-{date.today().i
 
 
 def config(budget: int, attacks: list[str], defenses: list[str], corpus: str = "synthetic-corp", docs: int = 30,
-           modes: list[str] | None = None, epsilons: list[float] | None = None):
-    """The checked grid; ``budget`` 0: each attack's own default (where an attack may end on its own)."""
+           modes: list[str] | None = None, epsilons: list[float] | None = None, mi: dict | None = None):
+    """The checked grid; ``budget`` 0: each attack's own default (where an attack may end on its own);
+    ``mi``: MI's candidates (default: 2 members, 2 non-members, 8 probes)."""
     return grid_from_dict({
         "name": "bench-plan", "attacks": attacks, "defenses": defenses,
         "corpora": [corpus], "modes": modes or ["single"], "epsilons": epsilons or [1.0], "audit": "off",
         **({"budget": budget} if budget else {}),
         "attack_params": {a: params for a, params in (("ps", GENERAL_POOL),
-                                                      ("mi", {"n_members": 2, "n_nonmembers": 2, "kb_size": 10}))
+                                                      ("mi", mi or {"n_members": 2, "n_nonmembers": 2, "kb_size": 10}))
                           if a in attacks},
         "corpus_params": {corpus: {"n_docs": docs}},
         "stack": {"n_threads": 1},
@@ -107,16 +111,22 @@ def main() -> None:
     ap.add_argument("--attacks", default="ps,mi")
     ap.add_argument("--defenses", default="none,dp-retrieval",
                     help="e.g. none,private-rag,dp-vote: checks the pricing of voting defenses' answers")
+    ap.add_argument("--mi", type=json.loads, default=None,
+                    help='MI\'s candidates as JSON, e.g. \'{"n_members": 5, "n_nonmembers": 15, "kb_size": 20}\'')
+    ap.add_argument("--keep-run", type=Path, default=None,
+                    help="run in this (new) folder and keep it, so benchmarks/plan_completions.py --also can read it")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     grid = config(args.budget, args.attacks.split(","), args.defenses.split(","), args.corpus, args.docs,
-                  args.modes.split(","), [float(e) for e in args.epsilons.split(",")])
+                  args.modes.split(","), [float(e) for e in args.epsilons.split(",")], args.mi)
+    if args.keep_run is not None and args.keep_run.exists():
+        raise SystemExit(f"{args.keep_run} exists: --keep-run wants a new folder (a run there would resume it)")
     before = measure_speed(DEFAULT_MODEL, n_threads=1)
     t0 = time.perf_counter()
     plan = predict(grid, before)
     plan_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
+        run_dir = args.keep_run or Path(tmp) / "run"
         t0 = time.perf_counter()
         state = run_grid(grid, run_dir, workers=1)
         wall = time.perf_counter() - t0

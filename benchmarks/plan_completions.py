@@ -39,7 +39,8 @@ under dp-retrieval: 214.5 and 222.0 tokens on average, against 112.8 and 137.4 u
 were written by hand from ``bench_plan.py --budget 0 --attacks rag-thief`` (then ``--attacks
 deal``) ``--defenses dp-retrieval --corpus synthetic-corp --docs 150`` (2026-12-07; their run
 folders are temporary too; ``observe`` keeps such rows since that day, and ``--keep-shipped``
-merges them like the others). DEAL's ``attacker`` row (its optimizer's calls,
+merges them like the others; ``--under-only`` reads a kept run's, e.g. ``bench_plan.py --keep-run``).
+DEAL's ``attacker`` row (its optimizer's calls,
 which decode at the target's cap of 256 but sample at temperature 0.7, so only the settings tell
 them apart) comes from the same agents run re-read with ``--observe-only --keep-shipped`` once
 ``observe`` attributed such calls (2026-12-06); its 24 entries were left out of the shipped
@@ -53,6 +54,7 @@ import argparse
 import json
 import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -97,7 +99,7 @@ def named(table: CompletionTable, run_dir: Path) -> CompletionTable:
         name = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))["config"]["name"]
     except (OSError, ValueError, KeyError, TypeError):
         name = run_dir.name
-    return CompletionTable(table.rows, f"grid run {name!r}", table.unattributed, table.calls, table.voting)
+    return replace(table, source=f"grid run {name!r}")
 
 
 def _most_observed(rows: list[dict], key: tuple[str, ...], count: str) -> list[dict]:
@@ -138,6 +140,9 @@ def main() -> None:
     ap.add_argument("--bare-only", action="store_true",
                     help="keep only the runs' bare-answer rows (a run under a context-budget defense such as ca-dp: "
                          "its attacks' other answers and agent calls are shaped by the defense)")
+    ap.add_argument("--under-only", action="store_true",
+                    help="keep only the runs' target_under_defense rows (a run under one noisy defense, e.g. "
+                         "bench_plan.py --keep-run: its pooled rows and agent calls are shaped by that defense)")
     ap.add_argument("--keep-shipped", action="store_true",
                     help="merge with the shipped table (its runs may be gone): per key the most observations win")
     args = ap.parse_args()
@@ -156,17 +161,21 @@ def main() -> None:
         bare_repeats = {a: (c.bare_repeat_share, t.source) for t in tables for a, c in t.calls.items()
                         if c.bare_repeat_share is not None}
         tables = [CompletionTable({k: r for k, r in t.rows.items() if r.role == "bare"}, t.source) for t in tables]
+    if args.under_only:
+        tables = [CompletionTable({}, t.source, 0, under=t.under) for t in tables]
     merged = merge(tables, shipped)
     for row in merged["calls"]:
         if row["attack"] in bare_repeats:
             row["bare_repeat_share"], row["bare_repeat_from"] = bare_repeats[row["attack"]]
-    kept = "" if shipped is None else f"; merged with the table then shipped ({shipped['source']})"
+    # the tables merged in, newest first, flat: each keeps its own one-clause source
+    earlier = [] if shipped is None else [shipped["source"], *shipped.get("earlier_sources", [])]
     counts = defaultdict(int)
     for row in merged["rows"]:
         counts[row["role"]] += row["n"]
     data = {
         "source": (f"measured by benchmarks/plan_completions.py on {datetime.now(timezone.utc).date()} from "
-                   + ", ".join(t.source for t in tables) + " (default model, greedy, 1 thread)" + kept),
+                   + ", ".join(t.source for t in tables) + " (default model, greedy, 1 thread)"),
+        "earlier_sources": earlier,
         "unattributed": sum(t.unattributed for t in tables) + (shipped.get("unattributed", 0) if shipped else 0),
         "run": {"observed": dict(counts), **({} if state is None else {
             "cells": state.total, "errors": state.errors, "model_calls": state.model_calls, "wall_s": round(wall, 1)})},

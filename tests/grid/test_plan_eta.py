@@ -376,9 +376,17 @@ def test_the_dry_runs_basis_reads_as_words():
                               "load_1m": 1.61, "capped_at_one_copy": ["prefill_tok_s"]}}
     assert rates_text(rates) == (f"{MODEL} (1 thread, 2 copies at once) prefill 114.7, decode 28.6 tokens/s, "
                                  "measured 2026-12-06 16:32 at load 1.61; capped at one copy's prefill")
-    assert source_text("measured by X from run 'a'; merged with the table then shipped (older)").startswith(
-        "measured by X from run 'a' (merged with earlier tables")
-    assert source_text("observed in /runs/r") == "observed in /runs/r"
+    assert source_text({"source": "measured by X from run 'a'", "earlier_sources": ["older", "oldest"]}) == (
+        "measured by X from run 'a' (merged with 2 earlier tables; --json names them, and the table each row's run)")
+    assert source_text({"source": "observed in /runs/r", "earlier_sources": []}) == "observed in /runs/r"
+
+
+def test_the_tables_sources_stay_flat_through_a_round_trip():
+    stored = stored_table()
+    # each source one clause: merging never nests one table's provenance inside another's
+    assert all("merged with" not in s for s in (stored.source, *stored.earlier_sources))
+    again = CompletionTable.from_json(json.loads(json.dumps(stored.to_json())))
+    assert again.source == stored.source and again.earlier_sources == stored.earlier_sources
 
 
 def test_observed_calls_scale_the_expected_eta_and_never_lower_the_upper_bound(rates, tmp_path):
@@ -596,6 +604,16 @@ def test_bare_repeats_are_observed_in_context_budget_cells_and_priced_for_bare_q
     assert bare_generations() == 9
     assert bare_generations(target_repeat_share=0.5) == 4.5
     assert bare_generations(target_repeat_share=0.5, bare_repeat_share=0.7) == pytest.approx(2.7)
+
+
+def test_a_cells_own_defense_epsilon_wins_over_the_grid_axis_when_its_bare_questions_are_counted():
+    # ca-dp told conversation_epsilon 5 in its params runs at 5 whatever the grid's epsilon
+    # (``CellSpec.epsilon_param``): 5 queries get passages, so 3 repeats are among 5 bare questions
+    spec = {"attack": "rag-thief", "budget": 10, "corpus": "qa", "defense": "ca-dp", "epsilon": 1.0,
+            "defense_params": {"turn_epsilon": 1.0, "conversation_epsilon": 5.0}, "mode": "single"}
+    cells = [{"spec": spec, "status": "ok", "counts": {"queries": 10},
+              "calls_by_role": {"target": {"model_calls": 7, "cache_hits": 3, "cache_repeats": 3}}}]
+    assert attack_calls(cells)["rag-thief"].bare_repeat_share == round(3 / 5, 3)
 
 
 @pytest.mark.parametrize("mode, bare", [("single", 9 + 0), ("multi", 9 + 1)])

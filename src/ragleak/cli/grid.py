@@ -106,7 +106,7 @@ def grid_command(
                 basis = plan["eta_basis"]
                 console.print(f"  rates: {rates_text(basis['rates'])}", highlight=False)
                 console.print(f"  prompts: {prompts_text(basis['prompt_tokens'])}", highlight=False)
-                console.print(f"  answer lengths: {source_text(basis['completions']['source'])}", highlight=False)
+                console.print(f"  answer lengths: {source_text(basis['completions'])}", highlight=False)
                 attacks = ", ".join(f"{a} ~{duration(t['expected_s'])} (<= {duration(t['upper_s'])})"
                                     for a, t in basis["by_attack"].items())
                 split = basis["expected_split_s"]
@@ -190,12 +190,12 @@ def prompts_text(prompts: dict) -> str:
         or "estimated (no corpus read)"
 
 
-def source_text(source: str) -> str:
-    """Where the answer lengths come from: the newest measurement (the whole provenance is in
-    ``--json``, ``eta_basis.completions.source``, and the table names each row's run)."""
-    newest, merged, _ = source.partition("; merged with")
-    return newest + (" (merged with earlier tables; the table names each row's run, --json the whole "
-                     "provenance)" if merged else "")
+def source_text(completions: dict) -> str:
+    """Where the answer lengths come from: the newest measurement, and how many earlier tables it
+    was merged with (``--json``, ``eta_basis.completions``, names them; each row names its run)."""
+    earlier = len(completions.get("earlier_sources") or ())
+    return completions["source"] + (f" (merged with {earlier} earlier table{'s' if earlier > 1 else ''}; "
+                                    "--json names them, and the table each row's run)" if earlier else "")
 
 
 def duration(seconds: float) -> str:

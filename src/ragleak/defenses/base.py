@@ -87,9 +87,15 @@ class Defense:
     prompts_repeat: ClassVar[bool | None] = None
 
     @classmethod
+    def acts_after_generation_only(cls) -> bool:
+        """Whether every hook of this defense is ``postprocess``: the model reads what it would
+        read undefended, so the defense's generations are the undefended ones."""
+        return set(cls.hooks) <= {"postprocess"}
+
+    @classmethod
     def repeats_prompts(cls) -> bool:
         """Whether a query sent again reaches the generator as the same prompt (``prompts_repeat``)."""
-        return cls.prompts_repeat if cls.prompts_repeat is not None else set(cls.hooks) <= {"postprocess"}
+        return cls.prompts_repeat if cls.prompts_repeat is not None else cls.acts_after_generation_only()
 
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:
         # constructors store parameters only; heavy work belongs in prepare()

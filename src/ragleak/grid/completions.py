@@ -183,6 +183,9 @@ class CompletionTable:
     # (``observe``): RAG-Thief's answers ran to 214.5 tokens on average under dp-retrieval's noisy
     # passages against 112.8 under none, so an answer's length depends on the defense too
     under: dict[tuple[str, str, str], CompletionStats] = field(default_factory=dict)
+    # the tables this one was merged with (``benchmarks/plan_completions.py --keep-shipped``), newest
+    # first, each named by its own ``source``; each row names the run it comes from
+    earlier_sources: tuple[str, ...] = ()
 
     def get(self, attack: str, role: Role, model: str) -> CompletionStats | None:
         return self.rows.get((attack, role, model))
@@ -195,7 +198,7 @@ class CompletionTable:
         return self.voting.get((defense, attack, model))
 
     def to_json(self) -> dict:
-        return {"source": self.source, "unattributed": self.unattributed,
+        return {"source": self.source, "earlier_sources": list(self.earlier_sources), "unattributed": self.unattributed,
                 "rows": [s.row() for s in sorted(self.rows.values(), key=lambda s: (s.model, s.attack, s.role))],
                 "calls": [c.row() for _, c in sorted(self.calls.items())],
                 "voting": [v.row() for _, v in sorted(self.voting.items())],
@@ -223,7 +226,8 @@ class CompletionTable:
         for r in data.get("target_under_defense", []):
             s = CompletionStats(**{k: v for k, v in r.items() if k in names})
             under[(str(r["defense"]), s.attack, s.model)] = s
-        return cls(rows, str(data.get("source", "?")), int(data.get("unattributed", 0)), calls, voting, under)
+        return cls(rows, str(data.get("source", "?")), int(data.get("unattributed", 0)), calls, voting, under,
+                   tuple(str(s) for s in data.get("earlier_sources") or ()))
 
 
 def stored_table() -> CompletionTable:
@@ -317,18 +321,17 @@ def _bare_questions(spec: dict, sent: int) -> int | None:
     prompt with passages (``Defense.repeats_prompts`` False), so that its target repeats are all
     bare ones; None for any other cell (or a defense this install cannot build)."""
     from ragleak.defenses import defense_class
+    from ragleak.grid.spec import CellSpec
 
     if spec.get("mode") == "multi":
         return None
     try:
-        cls = defense_class(str(spec.get("defense")))
-        params = dict(spec.get("defense_params") or {})
-        if cls.epsilon_param is not None and spec.get("epsilon") is not None:
-            params[cls.epsilon_param] = spec["epsilon"]
-        budget = cls(**params).context_budget()
+        cell = CellSpec.model_validate(spec)
+        cls = defense_class(cell.defense)
+        budget = cls(**cell.defense_kwargs()).context_budget()
         if budget is None or cls.repeats_prompts():
             return None
-    except Exception:  # noqa: BLE001 - a plugin this install lacks: its cells say nothing here
+    except Exception:  # noqa: BLE001 - a plugin this install lacks, a record of another version: its cells say nothing here
         return None
     return max(sent - budget, 0)
 
@@ -408,7 +411,7 @@ def _reads_other_passages(defense: str | None) -> bool:
     from ragleak.defenses import defense_class
 
     try:
-        return defense is not None and not set(defense_class(defense).hooks) <= {"postprocess"}
+        return defense is not None and not defense_class(defense).acts_after_generation_only()
     except Exception:  # noqa: BLE001 - a plugin this install lacks
         return False
 

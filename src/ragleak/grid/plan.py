@@ -92,8 +92,8 @@ def stream_kind(shape: StreamShape) -> str:
 
 def stream_key(cell: CellSpec, shape: StreamShape) -> tuple:
     """What a cell's generations depend on (see the module docstring)."""
-    hooks = set(defense_class(cell.defense).hooks)
-    shares_baseline = hooks <= {"postprocess"} and not shape.adaptive and not shape.carries_answers
+    shares_baseline = (defense_class(cell.defense).acts_after_generation_only()
+                       and not shape.adaptive and not shape.carries_answers)
     path: Any = "baseline" if shares_baseline else (
         cell.defense, repr(sorted(cell.defense_params.items())), cell.applied_epsilon)
     return (cell.attack, repr(cell.attack_params), cell.corpus, repr(cell.corpus_params),
@@ -589,7 +589,8 @@ class EtaModel:
         self.rates = rates
         basis: dict[str, Any] = {
             "rates": rates, "prompt_tokens": self._prompts,
-            "completions": {"source": self.completions.source, "used": dict(sorted(self._used.items())),
+            "completions": {"source": self.completions.source,
+                            "earlier_sources": list(self.completions.earlier_sources), "used": dict(sorted(self._used.items())),
                             "unobserved_at_cap": sorted(self._unobserved),
                             "calls_used": dict(sorted(self._calls_used.items())),
                             "calls_of_another_attack_version": dict(sorted(self._calls_other_version.items())),
