@@ -56,7 +56,10 @@ def config(budget: int, attacks: list[str], defenses: list[str], corpus: str = "
     """The checked grid; ``budget`` 0: each attack's own default (where an attack may end on its own);
     ``mi``: MI's candidates (default: 2 members, 2 non-members, 8 probes)."""
     return grid_from_dict({
-        "name": "bench-plan", "attacks": attacks, "defenses": defenses,
+        # the name says what ran: plan_completions.py names a kept run's rows by it
+        "name": (f"bench-plan: {','.join(attacks)} under {','.join(defenses)} on {corpus} ({docs} docs, eps "
+                 f"{','.join(f'{e:g}' for e in epsilons or [1.0])}, budget {budget or 'default'})"),
+        "attacks": attacks, "defenses": defenses,
         "corpora": [corpus], "modes": modes or ["single"], "epsilons": epsilons or [1.0], "audit": "off",
         **({"budget": budget} if budget else {}),
         "attack_params": {a: params for a, params in (("ps", GENERAL_POOL),

@@ -40,6 +40,18 @@ were written by hand from ``bench_plan.py --budget 0 --attacks rag-thief`` (then
 deal``) ``--defenses dp-retrieval --corpus synthetic-corp --docs 150`` (2026-12-07; their run
 folders are temporary too; ``observe`` keeps such rows since that day, and ``--keep-shipped``
 merges them like the others; ``--under-only`` reads a kept run's, e.g. ``bench_plan.py --keep-run``).
+DEAL's row under lprag (229.7 tokens on average, 85% at the cap) was written by hand the same way
+from ``bench_plan-2026-12-07-deal-lprag.json`` (run before ``--keep-run`` existed). MI's rows under
+dp-retrieval and lprag (38.0 and 35.3 tokens on average, 40 answers each, against 81.7 pooled) come
+from ``bench_plan.py --budget 0 --attacks mi --defenses dp-retrieval,lprag --corpus synthetic-corp
+--docs 150 --mi '{"n_members": 5, "n_nonmembers": 15, "kb_size": 50}' --keep-run DIR``, read with
+``--observe-only --under-only --keep-shipped --run-dir DIR`` (2026-12-07; the rows' ``from`` then
+edited to name the benchmark's JSON, since the grid's name did not yet say what ran); RAG-Thief's
+row under lprag (135.9 tokens on average, 89 answers) the same way from ``--attacks rag-thief
+--defenses lprag`` (``bench_plan-2026-12-07-rag-thief-lprag.json``). DEAL's two rows pool by hand
+its eps-1 runs with one at eps 5 (``--epsilons 5 --defenses dp-retrieval,lprag``,
+``bench_plan-2026-12-07-deal-eps5.json``: 199.9 and 209.7 tokens on average, 40 answers each): the
+paper grid runs both epsilons, and the table keeps no epsilon.
 DEAL's ``attacker`` row (its optimizer's calls,
 which decode at the target's cap of 256 but sample at temperature 0.7, so only the settings tell
 them apart) comes from the same agents run re-read with ``--observe-only --keep-shipped`` once

@@ -710,3 +710,24 @@ def test_an_attacks_observed_bare_prompts_size_its_questions_in_every_prompt(rat
     assert longer["eta_s"] - plain["eta_s"] == pytest.approx(4 * 100 / prefill, abs=1)
     assert longer["eta_basis"]["completions"]["question_tokens_beyond_frame"] == {f"mi/{MODEL}": 100.0}
     assert longer["eta_upper_s"] - plain["eta_upper_s"] == pytest.approx(4 * 100 / prefill, abs=1)
+
+
+def test_the_table_script_keeps_rows_under_a_defense_when_it_names_and_merges_a_run(tmp_path):
+    import importlib.util
+
+    from ragleak.grid.completions import CompletionStats
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_completions.py"
+    spec = importlib.util.spec_from_file_location("plan_completions", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    stats = CompletionStats("mi", "target", MODEL, 40, 17.5, 38.0, 818.0, 0.0)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "plan.json").write_text(json.dumps({"config": {"name": "mi under dp-retrieval"}}))
+    named = script.named(CompletionTable({}, "observed", under={("dp-retrieval", "mi", MODEL): stats}), run)
+    assert named.source == "grid run 'mi under dp-retrieval'" and named.under == {("dp-retrieval", "mi", MODEL): stats}
+    shipped = {"target_under_defense": [{"defense": "lprag", **stats.row(), "from": "older"}]}
+    merged = script.merge([named], shipped)["target_under_defense"]
+    assert [(r["defense"], r["from"]) for r in merged] == [("dp-retrieval", "grid run 'mi under dp-retrieval'"),
+                                                           ("lprag", "older")]
