@@ -51,7 +51,11 @@ row under lprag (135.9 tokens on average, 89 answers) the same way from ``--atta
 --defenses lprag`` (``bench_plan-2026-12-07-rag-thief-lprag.json``). DEAL's two rows pool by hand
 its eps-1 runs with one at eps 5 (``--epsilons 5 --defenses dp-retrieval,lprag``,
 ``bench_plan-2026-12-07-deal-eps5.json``: 199.9 and 209.7 tokens on average, 40 answers each): the
-paper grid runs both epsilons, and the table keeps no epsilon.
+paper grid runs both epsilons, and the table keeps no epsilon. RAG-Thief's two rows pool its eps-1
+runs the same way with ``--epsilons 5`` runs (under dp-retrieval 186.3 tokens on average, 200
+answers; under lprag 142.4, 100 answers: ``bench_plan-2026-12-07-rag-thief-dp-retrieval-eps5.json``,
+``-rag-thief-lprag-eps5.json``); where the two answer medians differ (lprag: 115 and 116.5) the
+row's median is their n-weighted mean.
 DEAL's ``attacker`` row (its optimizer's calls,
 which decode at the target's cap of 256 but sample at temperature 0.7, so only the settings tell
 them apart) comes from the same agents run re-read with ``--observe-only --keep-shipped`` once
