@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--mi", type=json.loads, default=None,
                     help='MI\'s candidates as JSON, e.g. \'{"n_members": 5, "n_nonmembers": 15, "kb_size": 20}\'')
     ap.add_argument("--keep-run", type=Path, default=None,
-                    help="run in this (new) folder and keep it, so benchmarks/plan_completions.py --also can read it")
+                    help="run in this (new) folder and keep it, for benchmarks/plan_completions.py --observe-only --run-dir")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     grid = config(args.budget, args.attacks.split(","), args.defenses.split(","), args.corpus, args.docs,
