@@ -272,7 +272,7 @@ def make_run(root: Path, attacks: dict[str, dict]) -> tuple[Path, str]:
     (run / "transcripts").mkdir()
     for i, (attack, params) in enumerate(attacks.items()):
         spec = {"attack": attack, "attack_params": params, "mode": "single", "stack": StackConfig().model_dump(mode="json")}
-        (run / "cells" / f"c{i}.json").write_text(json.dumps({"spec": spec}))
+        (run / "cells" / f"c{i}.json").write_text(json.dumps({"cell_id": f"c{i}", "spec": spec}))
         (run / "transcripts" / f"c{i}.json").write_text(json.dumps(
             {"attack": attack, "queries": [{"trace": {"prompt": f"prompt of {attack}"}}]}))
     return run, MODELS[MODEL].sha256
@@ -634,7 +634,7 @@ def test_answers_under_a_defense_that_changes_what_the_model_reads_are_priced_as
     # a second cell of the same attack under dp-retrieval, and one under pad-regex (postprocess only)
     for name, defense, prompt in (("c1", "dp-retrieval", "noisy passages"), ("c2", "pad-regex", "masked later")):
         spec = {"attack": "ps", "defense": defense, "mode": "single", "stack": StackConfig().model_dump(mode="json")}
-        (run / "cells" / f"{name}.json").write_text(json.dumps({"spec": spec}))
+        (run / "cells" / f"{name}.json").write_text(json.dumps({"cell_id": name, "spec": spec}))
         (run / "transcripts" / f"{name}.json").write_text(json.dumps({"attack": "ps", "queries": [{"trace": {"prompt": prompt}}]}))
     cache = GenerationCache(run / "generations.sqlite")
     put(cache, model_id, "prompt of ps", 256, 20)

@@ -372,10 +372,11 @@ def _run_cells(run_dir: Path) -> list[dict]:
     return cells
 
 
-def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role, bool, str | None]]:
+def _trace_prompts(run_dir: Path, defenses: dict[str, str]) -> dict[str, tuple[str, Role, bool, str | None]]:
     """Rendered target prompt -> (the attack whose transcript recorded it, ``bare`` where the
     trace gave the model no passages, else ``target``, whether the prompt's length measures what
-    it asks, the defense of the transcript's cell where its record says). A bare prompt of a
+    it asks, the defense of the transcript's cell where ``defenses`` (cell id -> defense) names
+    one). A bare prompt of a
     conversation's later turn carries the conversation's history: its answer is a bare answer,
     but its length would size the attack's question (``_question_excess`` reads the bare
     prompts' length) by that history."""
@@ -385,7 +386,7 @@ def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role, bool, str | None
             transcript = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        defense = _cell_defense(run_dir / "cells" / path.name)
+        defense = defenses.get(path.stem)  # a transcript is named by its cell's id
         for query in transcript.get("queries", []):
             trace = query.get("trace") or {}
             if trace.get("prompt"):
@@ -394,15 +395,6 @@ def _trace_prompts(run_dir: Path) -> dict[str, tuple[str, Role, bool, str | None
                 measures = role != "bare" or not query.get("turn", 0)
                 prompts.setdefault(trace["prompt"], (transcript["attack"], role, measures, defense))
     return prompts
-
-
-def _cell_defense(record: Path) -> str | None:
-    """The defense of a cell record (a transcript's namesake), or None where it cannot be read."""
-    try:
-        spec = json.loads(record.read_text(encoding="utf-8")).get("spec") or {}
-    except (OSError, ValueError, AttributeError):
-        return None
-    return str(spec["defense"]) if spec.get("defense") else None
 
 
 def _reads_other_passages(defense: str | None) -> bool:
@@ -463,7 +455,10 @@ def observe(run_dir: Path) -> CompletionTable:
     if not path.exists():
         raise ConfigError(f"--observe {run_dir}: no generations.sqlite there (is it a grid run folder?)")
     cells = _run_cells(run_dir)
-    prompts, caps, names = _trace_prompts(run_dir), _attacker_caps(cells), _model_names()
+    # the cells whose answers also get rows of their own (``CompletionTable.under``)
+    under_defenses = {str(c["cell_id"]): str(c["spec"]["defense"]) for c in cells
+                      if c.get("cell_id") and _reads_other_passages(c["spec"].get("defense"))}
+    prompts, caps, names = _trace_prompts(run_dir, under_defenses), _attacker_caps(cells), _model_names()
     # a cap the target shares still attributes an entry the target's settings cannot have made
     untargeted_caps, target_params = _attacker_caps(cells, with_target=False), _target_params(cells)
     samples: dict[tuple[str, str, str], list[tuple[int, int | None, bool]]] = defaultdict(list)
@@ -489,7 +484,7 @@ def observe(run_dir: Path) -> CompletionTable:
         if prompt in prompts:
             attack, role, measures, defense = prompts[prompt]
             key = (attack, role, model)
-            if role == "target" and _reads_other_passages(defense):
+            if role == "target" and defense is not None:
                 under[(defense, attack, model)].append((completion, prompt_tokens, completion >= max_tokens))
             if not measures:  # a later turn's bare prompt: its length is not the question's
                 samples[key].append((completion, None, completion >= max_tokens))
