@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ragleak-installed
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: setup demo test test-fast bench models-large plugin-versions clean
+.PHONY: setup demo test test-fast docs bench models-large plugin-versions clean
 
 # llama.cpp is built for this CPU (-march=native) but without AMX: some virtual machines report
 # AMX in cpuid without enabling its tile state, and the first tile instruction then kills the
@@ -45,6 +45,16 @@ test: setup
 # Everything but the tests marked `model` (the LLM and the NLI model): the logic, in minutes.
 test-fast: setup
 	$(PYTEST) -m "not model"
+
+# The documentation site (mkdocs.yml, docs/): strict, so a broken link, a missing anchor or a page
+# left out of the nav fails the build, in CI too (.ci/run). The site lands in site/ (git ignores it).
+DOCS_STAMP := $(VENV)/.ragleak-docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: setup
 	RAGLEAK_THREADS=1 $(PY) benchmarks/bench_stack.py

@@ -38,7 +38,7 @@ Measured (benchmarks/results/bench_asymmetry-2026-12-04.json; Qwen2.5-Coder-0.5B
 standard and attacker LLM, max_tokens 96, top_k 3, 24 documents, seed 0 held out from the seed-7
 runs that chose the surprisal scorer and k = 3; 30 queries a setting): zero prior on invented
 facts ESR 0.92, F1 0.92, AUC 0.91 (flag-all F1 0.77); multi-domain zero prior ESR 0.89; the
-paper's cosine AUC 0.59-0.78 everywhere. README "Knowledge asymmetry" has the whole table.
+paper's cosine AUC 0.59-0.78 everywhere. docs/metrics.md "Knowledge asymmetry" has the whole table.
 
 Run:
 
@@ -229,7 +229,7 @@ def main() -> None:
     from ragleak.attacks.asymmetry.attack import KnowledgeAsymmetryAttack
     from ragleak.attacks.base import CorpusView
     from ragleak.config import StackConfig, load_stack_config
-    from ragleak.rag.target import PipelineTarget
+    from ragleak.pipeline.build import build_target
     from ragleak.stack import Stack
 
     t_start = time.perf_counter()
@@ -253,7 +253,7 @@ def main() -> None:
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 docs = corpus_for(setting, args.docs, args.seed, Path(tmp) / "facts")
-                target = PipelineTarget(stack.pipeline(stack.index(docs)))
+                target = build_target(stack, stack.index(docs))
                 transcript = attack.run(target, stack.context(args.seed), budget=args.budget)
             path.write_text(transcript.to_json(), encoding="utf-8")
             n_docs = len(docs)
@@ -281,7 +281,7 @@ def corpus_ids(setting: str, docs: int, seed: int) -> list[str]:
 
 def write(out: Path, report: dict, stack, t_start: float) -> None:
     """Write the report so far (each setting is saved as soon as it finishes)."""
-    report["calls"] = stack.calls()
+    report["calls"] = stack.usage().calls_by_role
     report["seconds"] = round(time.perf_counter() - t_start, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, default=float) + "\n", encoding="utf-8")

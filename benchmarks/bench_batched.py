@@ -42,12 +42,13 @@ def rag_prompts(n: int, docs: int):
     """The first ``n`` PS pool queries as the pipeline would prompt the model with them."""
     from ragleak.attacks.pools import load_pool
     from ragleak.config import StackConfig
+    from ragleak.pipeline.build import build_target
     from ragleak.rag.prompt import build_rag_messages
     from ragleak.stack import Stack
 
     stack = Stack(StackConfig(n_threads=1, use_cache=False))
-    pipeline = stack.pipeline(stack.index_corpus("synthetic-corp", seed=0) if docs <= 0 else
-                              stack.index(_corpus(docs)))
+    pipeline = build_target(stack, stack.index_corpus("synthetic-corp", seed=0) if docs <= 0 else
+                            stack.index(_corpus(docs))).pipeline
     pool = load_pool("shared-extraction", "1").items
     queries = [pool[i % len(pool)] for i in range(n)]
     return queries, [build_rag_messages(q, pipeline.retrieve(q).context, pipeline.system_prompt) for q in queries]

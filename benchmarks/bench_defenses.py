@@ -42,6 +42,7 @@ def main() -> None:
     from ragleak.config import StackConfig
     from ragleak.corpora import load_corpus
     from ragleak.defenses import make_defense
+    from ragleak.pipeline.build import build_target
     from ragleak.rag import multiseq
     from ragleak.stack import Stack
 
@@ -62,7 +63,7 @@ def main() -> None:
     def run(name: str, exact: bool) -> dict:
         multiseq.EXACT_WEIGHTS = exact
         defense = make_defense(name)
-        pipeline = stack.pipeline(index, defense, stack.context(0))
+        pipeline = build_target(stack, index, defense, ctx=stack.context(0)).pipeline
         calls0, seconds, cpu, correct, answers = generator.invocations, [], [], [], []
         for q, g in zip(questions, gold):
             t0, c0 = time.perf_counter(), time.process_time()

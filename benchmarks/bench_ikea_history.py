@@ -38,7 +38,7 @@ def main() -> None:
 
     from ragleak.attacks import make_attack
     from ragleak.attacks.base import CorpusView
-    from ragleak.rag.target import CallableTarget
+    from ragleak.pipeline.target import CallableTarget
     from ragleak.records import digest
     from ragleak.stack import ROLES
     from ragleak.testing import ScriptedGenerator, tiny_stack

@@ -1,6 +1,6 @@
 """NEL classifier quality on the held-out set, and its vocabulary against the defenses' substitutes.
 
-Writes one JSON file and prints a Markdown table (the one in README). Per class: support,
+Writes one JSON file and prints a Markdown table (the one in docs/metrics.md). Per class: support,
 predictions, precision and recall (exact text + class) with 95% Clopper-Pearson intervals, on
 
 * ``heldout/test``: templates with odd index of the held-out set (presidio-evaluator templates

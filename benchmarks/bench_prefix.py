@@ -39,13 +39,14 @@ def conversations(n: int, turns: int, docs: int, max_tokens: int):
     from ragleak.attacks.pools import load_pool
     from ragleak.config import StackConfig
     from ragleak.corpora import load_corpus
+    from ragleak.pipeline.build import build_target
     from ragleak.rag.generator import DecodingParams
     from ragleak.rag.prompt import build_rag_messages
     from ragleak.records import Turn
     from ragleak.stack import Stack
 
     stack = Stack(StackConfig(n_threads=1, use_cache=False))
-    pipeline = stack.pipeline(stack.index(load_corpus("synthetic-corp", n_docs=docs, seed=0)))
+    pipeline = build_target(stack, stack.index(load_corpus("synthetic-corp", n_docs=docs, seed=0))).pipeline
     llm = stack.generator().inner  # the LlamaCppGenerator: no cache between the modes compared
     pool = load_pool("shared-extraction", "2").items
     params = DecodingParams(max_tokens=max_tokens)

@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 
 from ragleak.grid import runner
-from ragleak.grid.plan import plan_summary
+from ragleak.grid.eta import Estimator
 from ragleak.grid.spec import grid_from_dict
 from ragleak.grid.store import RunStore
+from ragleak.grid.streams import group_streams
 
 
 def config(budget: int, max_tokens: int):
@@ -64,7 +65,8 @@ def main() -> None:
                     help="skip the old scheduler's run; measure 2 workers, 1 worker, 2 workers again (load drift)")
     args = ap.parse_args()
     grid = config(args.budget, args.max_tokens)
-    plan = plan_summary(grid)
+    streams = list(group_streams(grid.expand()).values())
+    estimate = Estimator()
     order = ((2, "stream"), (1, "stream"), (2, "stream")) if args.stream_only else \
         ((2, "grid"), (2, "stream"), (1, "stream"))
     runs = [measure(grid, workers, how) for workers, how in order]
@@ -73,8 +75,8 @@ def main() -> None:
     speedup = round(min(one) / max(two), 3) if one and two else None
     report = {
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
-        "args": vars(args), "streams": plan["distinct_generation_streams"],
-        "plan_model_calls_upper": plan["model_calls"], "runs": runs,
+        "args": vars(args), "streams": len(streams),
+        "plan_model_calls_upper": round(sum(estimate(chain[0]).model_calls for chain in streams)), "runs": runs,
         "speedup_2_over_1_worst": speedup, "target": "2 local workers >= 1.8x one worker (issue 18)",
         "loadavg_end": list(os.getloadavg()),
         "note": "plan_model_calls_upper counts each stream's queries; streams of different seeds may still "

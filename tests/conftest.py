@@ -80,6 +80,7 @@ def generator_capped_at(stack_config):
 
 @pytest.fixture(scope="session")
 def pipeline(fact_index, stack_config):
+    from ragleak.pipeline.build import build_target
     from ragleak.stack import Stack
 
-    return Stack(stack_config.model_copy(update={"top_k": 3})).pipeline(fact_index)
+    return build_target(Stack(stack_config.model_copy(update={"top_k": 3})), fact_index).pipeline

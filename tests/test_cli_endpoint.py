@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragleak.cli import app
-from ragleak.rag.target import CallableTarget
+from ragleak.pipeline.target import CallableTarget
 from ragleak.serve import make_app
 from served import bearer_only, free_port, served
 

@@ -5,7 +5,7 @@ functions (``check_attack``, ``check_defense``, ``check_metric``, ``check_corpus
 registered later - a third-party entry point, or the throwaway plugins registered at the end of
 this file - is checked by the same code with no test edits.
 
-Targets have no registry (the built-in targets are classes in ``ragleak.rag.target``, chosen by
+Targets have no registry (the built-in targets are classes in ``ragleak.pipeline.target``, chosen by
 the CLI's flags), so there is no target contract to parametrize here.
 """
 
@@ -29,7 +29,7 @@ from ragleak.defenses import DEFENSES, Defense, DefenseParams
 from ragleak.errors import ConfigError, RagleakError
 from ragleak.metrics import CHANNELS, METRICS, Metric, metric_channels
 from ragleak.metrics.base import MetricContext, MetricResult
-from ragleak.rag.prompt import build_rag_messages, render_chatml
+from ragleak.nlp.recognizers import EMAIL_JUDGE, EMAIL_MASK, LIBPHONENUMBER, RECOGNIZERS, SPACY_NER, known_detector
 from ragleak.records import HOOK_NAMES, Document, Passage, Turn
 from ragleak.testing import ScriptedGenerator, prompt_words_likelihood, tiny_stack
 
@@ -171,59 +171,6 @@ def test_defense_contract(name):
     check_defense(name)
 
 
-def check_defense_repeats_prompts(name: str) -> None:
-    """A defense that says a query sent again reaches the generator as the same prompt (the dry
-    run then prices the repeat as a cache hit) does so: the same query twice in one pipeline."""
-    cls = DEFENSES.get(name)
-    assert isinstance(cls.repeats_prompts(), bool)
-    if not cls.repeats_prompts():
-        return
-    stack = tiny_stack()
-    pipeline = stack.pipeline(stack.index(contract_documents()[:12]), cls())
-    for query in ("Who keeps crates of amber at the north pier?", "What is the phone number in file 3?"):
-        first, again = pipeline.answer(query), pipeline.answer(query)
-        assert first.trace is not None and again.trace is not None
-        assert again.trace.prompt == first.trace.prompt, f"defense {name!r}: a repeated query got another prompt"
-
-
-@pytest.mark.parametrize("name", DEFENSES.names())
-def test_defense_repeats_prompts_where_it_says_so(name):
-    check_defense_repeats_prompts(name)
-
-
-CONTEXT_BUDGET_QUERIES = ("Who keeps crates of amber at the north pier?", "What is the phone number in file 3?",
-                          "Which ledger lists the Harbour Street lease?", "Who signed the amber invoice?")
-
-
-def check_defense_context_budget(name: str) -> None:
-    """A defense that says it answers only its first ``context_budget()`` queries with passages
-    (the dry run then prices the rest as bare questions, shared by every cell that sends them)
-    does so: the queries after the budget reach the generator as the bare question, the prompt a
-    passage-free pipeline would build, whatever the defense's parameters."""
-    cls = DEFENSES.get(name)
-    budget = cls().context_budget()
-    assert budget is None or (isinstance(budget, int) and budget >= 0)
-    if budget is None:
-        return
-    stack = tiny_stack()
-    pipeline = stack.pipeline(stack.index(contract_documents()[:12]), cls())
-    queries = [CONTEXT_BUDGET_QUERIES[i % len(CONTEXT_BUDGET_QUERIES)] for i in range(budget + 2)]
-    for i, query in enumerate(queries):
-        trace = pipeline.answer(query).trace
-        assert trace is not None
-        if i < budget:
-            assert trace.context, f"defense {name!r}: query {i + 1} of its budget {budget} got no passages"
-        else:
-            bare = render_chatml(build_rag_messages(query, [], pipeline.system_prompt))
-            assert not trace.context and trace.prompt == bare, (
-                f"defense {name!r}: query {i + 1}, past its context budget {budget}, is not the bare question")
-
-
-@pytest.mark.parametrize("name", DEFENSES.names())
-def test_defense_context_budget_where_it_says_so(name):
-    check_defense_context_budget(name)
-
-
 # -- metrics ---------------------------------------------------------------------------------------
 
 def check_metric_metadata(name: str) -> None:
@@ -260,6 +207,93 @@ def test_metric_contract(name):
 @pytest.mark.parametrize("name", METRICS.names())
 def test_metric_on_failed_queries_is_undefined_not_zero(name):
     check_metric_ignores_failures(name)
+
+
+# -- a scorer never shares a detector with what it judges (issue 36) --------------------------------
+
+#: The model components a built-in metric still shares with built-in defenses, and why; a reading
+#: resting on one is marked ``independent: False`` on such a defense's cells (metrics.compute). No
+#: pattern recognizer may be shared at all, nor anything else.
+ACKNOWLEDGED_SHARED = {
+    SPACY_NER: "NEL's person names and pii_leaks' corpus PERSON values read spaCy's NER (a second signal beside "
+               "the name lexicon and the e-mail-derived names), as lprag and pad (Presidio's SpacyRecognizer) do; "
+               "no second NER model is shipped",
+    LIBPHONENUMBER: "pii_leaks reads corpus phone numbers with libphonenumber, which pad's Presidio PhoneRecognizer "
+                    "also runs (with other regions and leniency)",
+}
+
+
+def check_detectors_declared(cls: type) -> None:
+    """A plugin's ``detectors`` is a frozenset of names that each name a detector (a misspelt name
+    would hide a shared one); a metric's parts rest on some of its detectors."""
+    assert isinstance(cls.detectors, frozenset)
+    unknown = sorted(n for n in cls.detectors if not known_detector(n))
+    assert not unknown, f"{cls.__name__} declares unknown detectors {unknown}"
+    for part, names in getattr(cls, "part_detectors", {}).items():
+        assert isinstance(names, frozenset) and names and names <= cls.detectors, (cls.__name__, part)
+
+
+def check_metric_independent_of_defenses(name: str, defenses: Sequence[str]) -> None:
+    """The metric (its headline and each part it declares) shares no pattern recognizer with any of
+    ``defenses``, and no other detector than the acknowledged components."""
+    metric = METRICS.get(name)
+    check_detectors_declared(metric)
+    for defense in defenses:
+        for part in (None, *metric.part_detectors):
+            shared = metric.shared_with(DEFENSES.get(defense).detectors, part)
+            reading = name if part is None else f"{name}[{part}]"
+            assert not shared & set(RECOGNIZERS), f"{reading} shares {sorted(shared)} with the defense {defense!r}"
+            assert shared <= set(ACKNOWLEDGED_SHARED), f"{reading} shares {sorted(shared)} with {defense!r}"
+
+
+@pytest.mark.parametrize("name", DEFENSES.names())
+def test_defense_declares_known_detectors(name):
+    check_detectors_declared(DEFENSES.get(name))
+
+
+@pytest.mark.parametrize("name", METRICS.names())
+def test_metric_shares_no_detector_with_a_defense_it_judges(name):
+    check_metric_independent_of_defenses(name, DEFENSES.names())
+
+
+def test_nel_strict_reads_e_mails_with_a_detector_no_masker_runs():
+    nel = METRICS.get("nel_strict")
+    for defense in ("pad-regex", "pad-regex-context", "lprag", "lprag-output", "pad", "pad-context"):
+        detectors = DEFENSES.get(defense).detectors
+        assert EMAIL_MASK.name in detectors, defense  # they all run the maskers' e-mail pattern ...
+        assert not nel.shared_with(detectors, "EMAIL_REAL"), defense  # ... and NEL's e-mail part does not
+    assert EMAIL_MASK.name not in nel.detectors and EMAIL_JUDGE.name in nel.detectors_of("EMAIL_REAL")
+
+
+def test_acknowledged_sharing_is_still_needed():
+    shared = {n for m in METRICS.names() for d in DEFENSES.names()
+              for n in METRICS.get(m).shared_with(DEFENSES.get(d).detectors)}
+    assert shared == set(ACKNOWLEDGED_SHARED), "drop what no metric shares any more"
+
+
+class SharingMetric(Metric):
+    """Counts e-mails with the maskers' own pattern: the independence contract must reject it."""
+
+    name = "sharing-metric"
+    title = "E-mails by the masker's pattern"
+    unit = "e-mail addresses"
+    channels = frozenset({"output"})
+    inputs = ("answers",)
+    detectors = frozenset({EMAIL_MASK.name})
+
+    def compute(self, transcript, context) -> MetricResult:
+        return MetricResult(value=float(sum(len(EMAIL_MASK.find(q.answer or "")) for q in transcript.answered)),
+                            n=len(transcript.answered), n_of="answered queries", failed=transcript.errors)
+
+
+def test_a_metric_sharing_a_maskers_pattern_is_caught():
+    METRICS.register(SharingMetric.name, f"{__name__}:SharingMetric")
+    try:
+        check_metric_metadata(SharingMetric.name)
+        with pytest.raises(AssertionError, match="email-mask"):
+            check_metric_independent_of_defenses(SharingMetric.name, DEFENSES.names())
+    finally:
+        METRICS.unregister(SharingMetric.name)
 
 
 # -- corpora ---------------------------------------------------------------------------------------
@@ -376,9 +410,11 @@ def test_new_plugins_are_checked_by_the_same_contracts(throwaway_plugins):
         check_attack_counts_failures(name)
     for name in new["defense"]:
         check_defense(name)
+        check_detectors_declared(DEFENSES.get(name))
     for name in new["metric"]:
         check_metric_metadata(name)
         check_metric_ignores_failures(name)
+        check_metric_independent_of_defenses(name, DEFENSES.names())
 
 
 def test_a_plugin_breaking_its_contract_is_caught(throwaway_plugins):

@@ -10,10 +10,11 @@ import pytest
 
 @pytest.mark.parametrize("statement", [
     "from ragleak.defenses import Defense",
-    "from ragleak.rag.pipeline import RAGPipeline",
-    "from ragleak.rag import RAGPipeline",
+    "from ragleak.pipeline import RAGPipeline",
+    "from ragleak.pipeline import build_target, Conversation, Target",
     "from ragleak.attacks import Attack",
-    "from ragleak.rag.target import HttpTarget, CallableTarget, PipelineTarget",
+    "from ragleak.pipeline.target import HttpTarget, CallableTarget, PipelineTarget",
+    "from ragleak.measure import run_attack",
     "import ragleak.cli",
 ])
 def test_import_in_a_fresh_process(statement):

@@ -70,7 +70,7 @@ class HookRecord(Record):
     text this hook put into the output verbatim (``generate``/``postprocess``, text its input
     did not carry).
     ``digest_in`` is None where that reference generation was not run (the audit sampled other
-    queries, ``rag.pipeline.AuditPolicy``): such a call is unaudited, neither changed nor unchanged.
+    queries, ``pipeline.rag.AuditPolicy``): such a call is unaudited, neither changed nor unchanged.
     """
 
     hook: HookName

@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import Any
 
-from ragleak.rag.target import PipelineTarget, Target
+from ragleak.pipeline.target import PipelineTarget, Target
 from ragleak.records import TargetResponse, Turn
 
 

@@ -20,6 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from ragleak.config import StackConfig
 from ragleak.context import RunContext
 from ragleak.corpora import load_corpus
@@ -33,9 +35,7 @@ from ragleak.rag.index import PassageIndex, Progress
 from ragleak.records import Document, digest
 
 if TYPE_CHECKING:
-    from ragleak.defenses.base import Defense
     from ragleak.nlp.nli import NLIModel
-    from ragleak.rag.pipeline import AuditPolicy, RAGPipeline
 
 log = logging.getLogger(__name__)
 
@@ -193,67 +193,49 @@ class Stack:
             return LLMJudgeNLI(self.generator("standard", model=model))
         raise ConfigError(f"unknown NLI kind {kind!r}; known: onnx, llm")
 
-    def pipeline(self, index: PassageIndex, defense: "Defense | None" = None,
-                 ctx: RunContext | None = None, audit: "AuditPolicy | None" = None) -> "RAGPipeline":
-        """The audited pipeline: ``index`` + the target generator + ``defense``; ``audit`` says which
-        queries get the reference generation of a defense that replaces ``generate`` (all by default)."""
-        from ragleak.rag.pipeline import RAGPipeline
-
-        c = self.config
-        return RAGPipeline(index=index, generator=self.generator("target"), defense=defense, top_k=c.top_k,
-                           candidate_k=c.candidate_k, system_prompt=c.system_prompt,
-                           ctx=ctx or self.context(), audit=audit)
-
     def context(self, seed: int | None = None) -> RunContext:
         """A run context carrying this stack (seed: the config's unless given)."""
         return RunContext(seed=self.config.seed if seed is None else seed, stack=self)
 
     # -- accounting of model use ----------------------------------------------------------------
-    def calls(self) -> dict[str, dict[str, int]]:
-        """Per role: generations run by a model (``model_calls``), served by the cache
-        (``cache_hits``), and of those hits the ones served after waiting on another worker's
-        claim (``cache_waited``: the same prompt was being generated elsewhere at that moment) and
-        the ones repeating a prompt this stack's role had already sent (``cache_repeats``)."""
-        out: dict[str, dict[str, int]] = {}
+    def usage(self) -> "Usage":
+        """What this stack's generators of every role have cost so far, as one record."""
+        roles: dict[str, dict[str, int]] = {}
+        seconds: dict[str, float] = {}
         for (role, _), gen in self._generators.items():
-            row = out.setdefault(role, {"model_calls": 0, "cache_hits": 0, "cache_waited": 0, "cache_repeats": 0})
+            row = roles.setdefault(role, {"model_calls": 0, "cache_hits": 0, "cache_waited": 0, "cache_repeats": 0})
             row["model_calls"] += gen.misses
             row["cache_hits"] += gen.hits
             row["cache_waited"] += gen.waited
             row["cache_repeats"] += gen.repeats
-        return out
+            seconds[role] = seconds.get(role, 0.0) + gen.model_seconds
+        gens = self._generators.values()
+        return Usage(model_calls=sum(g.misses for g in gens), cache_hits=sum(g.hits for g in gens),
+                     cache_waited=sum(g.waited for g in gens), cache_repairs=sum(g.repairs for g in gens),
+                     cache_takeovers=sum(g.takeovers for g in gens), calls_by_role=roles,
+                     model_seconds={role: round(s, 3) for role, s in seconds.items()})
 
-    def model_seconds(self) -> dict[str, float]:
-        """Per role: wall seconds spent inside the model on its generations (cache misses), what
-        the dry run's ETA prices; a voting defense's own decoding is not among them (it is part
-        of the target's ``generate`` hook time)."""
-        out: dict[str, float] = {}
-        for (role, _), gen in self._generators.items():
-            out[role] = out.get(role, 0.0) + gen.model_seconds
-        return out
 
-    @property
-    def model_calls(self) -> int:
-        return sum(g.misses for g in self._generators.values())
+class Usage(BaseModel):
+    """A stack's model use (``Stack.usage``), which a grid cell's record carries whole."""
 
-    @property
-    def cache_hits(self) -> int:
-        return sum(g.hits for g in self._generators.values())
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    @property
-    def cache_waited(self) -> int:
-        """Cache hits served after waiting on another worker's in-progress claim (part of ``cache_hits``)."""
-        return sum(g.waited for g in self._generators.values())
-
-    @property
-    def cache_takeovers(self) -> int:
-        """Claims of dead or silent workers taken over (each may repeat a generation in progress)."""
-        return sum(g.takeovers for g in self._generators.values())
-
-    @property
-    def cache_repairs(self) -> int:
-        """Corrupt cache entries found, discarded and regenerated (each is also a model call)."""
-        return sum(g.repairs for g in self._generators.values())
+    model_calls: int = Field(default=0, ge=0, description="generations run by a model (cache misses)")
+    cache_hits: int = Field(default=0, ge=0, description="generations served by the cache")
+    calls_by_role: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="role (target, attacker, standard) -> {model_calls, cache_hits, "
+                                          "cache_waited, cache_repeats}; cache_repeats: hits on a prompt the role "
+                                          "had sent before through this stack")
+    cache_waited: int = Field(default=0, ge=0, description="cache hits served after waiting on another worker's "
+                                                           "in-progress generation of the same prompt (part of cache_hits)")
+    cache_repairs: int = Field(default=0, ge=0, description="corrupt cache entries discarded and regenerated "
+                                                            "(each also a model call)")
+    cache_takeovers: int = Field(default=0, ge=0, description="in-progress claims of dead or silent workers taken "
+                                                              "over (each may have repeated a generation)")
+    model_seconds: dict[str, float] = Field(
+        default_factory=dict, description="role -> wall seconds inside the model on its cache misses (a voting "
+                                          "defense's own decoding is part of the target's generate hook instead)")
 
 
 def forget_loaded() -> None:

@@ -1,4 +1,5 @@
-"""Test doubles for plugin authors: one scripted generator and one tiny stack.
+"""Test doubles for plugin authors: one scripted generator, one tiny stack, and the one way a
+test builds a pipeline (``pipeline_under_test``) or a target around it (``target_under_test``).
 
 A scripted generator answers from a script instead of a model, so the logic around generation
 (the pipeline, the defenses' hooks, an attack's bookkeeping, the cache) can be tested in
@@ -9,7 +10,12 @@ packaged LLM behind ``ragleak.stack.Stack``.
 counters) whose generators of every role are scripted::
 
     stack = tiny_stack(target=copy_context, attacker=["1. a continuation"])
-    pipeline = stack.pipeline(stack.index(documents))
+    target = build_target(stack, stack.index(documents))  # ragleak.pipeline.build_target
+
+``pipeline_under_test`` builds the real ``RAGPipeline`` over a given index and generator, where a
+test sets top_k, a defense or a seed itself instead of taking a stack's config::
+
+    pipeline = pipeline_under_test(index, copy_context, defense, top_k=2, seed=1)
 """
 
 from __future__ import annotations
@@ -20,9 +26,14 @@ from typing import Callable, Mapping, Sequence, Union
 import numpy as np
 
 from ragleak.config import StackConfig
+from ragleak.context import RunContext
+from ragleak.defenses.base import Defense
 from ragleak.errors import ConfigError, RagleakError
+from ragleak.pipeline.rag import AuditPolicy, RAGPipeline
+from ragleak.pipeline.target import PipelineTarget
 from ragleak.rag.cache import CachedGenerator
-from ragleak.rag.generator import DecodingParams, Generation, GenerationResult
+from ragleak.rag.generator import DecodingParams, Generation, GenerationResult, Generator
+from ragleak.rag.index import PassageIndex
 from ragleak.rag.prompt import ChatMessage, render_chatml
 from ragleak.stack import ROLES, Role, Stack
 
@@ -171,3 +182,28 @@ def tiny_stack(cache_path: Path | None = None, config: StackConfig | None = None
     if cache_path is None:
         config = config.model_copy(update={"use_cache": False})
     return ScriptedStack(config, cache_path, scripts)
+
+
+def pipeline_under_test(index: PassageIndex, generator: Generator | Script, defense: Defense | None = None, *,
+                        top_k: int | None = None, candidate_k: int | None = None, seed: int | None = None,
+                        audit: AuditPolicy | None = None) -> RAGPipeline:
+    """The real ``RAGPipeline`` over ``index`` (a ``PassageIndex``, or any object with ``passages``
+    and ``search(query, k)``) and ``generator``: a generator used as given (the real one from a
+    stack, a ``CachedGenerator``, a ``ScriptedGenerator`` the test inspects), or a ``Script``, which
+    gets a ``ScriptedGenerator`` of its own. ``seed`` is the run context's seed (for a defense's
+    noise); ``top_k``, ``candidate_k`` and ``audit`` left out take the pipeline's own defaults."""
+    if not hasattr(generator, "generate"):  # a script: a string, function, list or mapping
+        generator = ScriptedGenerator(generator)
+    options: dict = {"top_k": top_k, "candidate_k": candidate_k, "audit": audit,
+                     "ctx": None if seed is None else RunContext(seed=seed)}
+    return RAGPipeline(index, generator, defense, **{k: v for k, v in options.items() if v is not None})
+
+
+def target_under_test(index: PassageIndex, generator: Generator | Script, defense: Defense | None = None, *,
+                      principal: str | None = None, top_k: int | None = None, candidate_k: int | None = None,
+                      seed: int | None = None, audit: AuditPolicy | None = None) -> PipelineTarget:
+    """``pipeline_under_test``'s pipeline as the ``PipelineTarget`` an attack queries
+    (``principal``: the client id it tells the defense)."""
+    pipeline = pipeline_under_test(index, generator, defense, top_k=top_k, candidate_k=candidate_k, seed=seed,
+                                   audit=audit)
+    return PipelineTarget(pipeline, principal=principal)

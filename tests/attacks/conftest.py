@@ -9,10 +9,10 @@ from typing import Sequence
 import pytest
 
 from ragleak.context import RunContext
-from ragleak.rag.target import PipelineTarget
+from ragleak.pipeline.target import PipelineTarget
 from ragleak.records import TargetResponse, Turn
 from ragleak.stack import ROLES
-from ragleak.testing import tiny_stack
+from ragleak.testing import pipeline_under_test, target_under_test, tiny_stack
 
 MAX_TOKENS = 120
 
@@ -73,12 +73,6 @@ def short_generator(generator_capped_at):
     return generator_capped_at(MAX_TOKENS)
 
 
-def make_pipeline(index, generator, top_k=3):
-    from ragleak.rag.pipeline import RAGPipeline
-
-    return RAGPipeline(index, generator, top_k=top_k)
-
-
 @pytest.fixture(scope="session")
 def corp_docs():
     from ragleak.corpora import load_corpus
@@ -93,4 +87,9 @@ def corp_index(corp_docs, stack):
 
 @pytest.fixture
 def corp_pipeline(corp_index, short_generator):
-    return make_pipeline(corp_index, short_generator)
+    return pipeline_under_test(corp_index, short_generator, top_k=3)
+
+
+@pytest.fixture
+def corp_target(corp_index, short_generator):
+    return target_under_test(corp_index, short_generator, top_k=3)

@@ -11,7 +11,7 @@ from ragleak.attacks import make_attack
 from ragleak.attacks.base import CorpusView
 from ragleak.attacks.deal import answer_score
 from ragleak.context import RunContext
-from ragleak.rag.target import CallableTarget
+from ragleak.pipeline.target import CallableTarget
 from ragleak.testing import ScriptedGenerator as ScriptedLLM  # answers attacker prompts by keyword
 
 _TOPICS = ["owes rent on the harbour warehouse", "signed the ferry maintenance contract", "ordered forty telescopes",

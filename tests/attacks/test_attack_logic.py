@@ -22,7 +22,7 @@ from ragleak.lcs import Rouge, rouge_l
 from ragleak.attacks.pools import load_pool, pool_names
 from ragleak.context import RunContext
 from ragleak.errors import ConfigError
-from ragleak.rag.target import CallableTarget, HttpTarget
+from ragleak.pipeline.target import CallableTarget, HttpTarget
 from ragleak.records import Document
 
 

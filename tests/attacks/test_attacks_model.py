@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from attacks.conftest import RecordingTarget, make_pipeline
+from attacks.conftest import RecordingTarget
 from ragleak.attacks import CorpusView, make_attack
 from ragleak.attacks.pools import load_pool
 from ragleak.attacks.canary import canary_kb, canary_retrieval
 from ragleak.attacks.membership import membership_split
 from ragleak.context import RunContext
 from ragleak.metrics.verbatim import leaked_passages
-from ragleak.rag.target import PipelineTarget
+from ragleak.testing import target_under_test
 
 pytestmark = pytest.mark.model
 
@@ -26,8 +26,8 @@ def leaked(transcript, index):
     return out
 
 
-def test_ps_recovers_verbatim_passages(corp_pipeline, corp_index):
-    transcript = make_attack("ps").run(PipelineTarget(corp_pipeline), RunContext(), budget=2)
+def test_ps_recovers_verbatim_passages(corp_target, corp_index):
+    transcript = make_attack("ps").run(corp_target, RunContext(), budget=2)
     assert len(transcript.queries) == 2 and transcript.errors == 0
     assert leaked(transcript, corp_index), [q.answer for q in transcript.queries]
     assert transcript.extracted and transcript.state["pii"]["email"]
@@ -57,9 +57,8 @@ def test_canary_recovery_is_positive_without_defense(variant, budget, stack, gen
     # tokens, enough for the first retrieved document (where its canary sits) to come out whole
     kb = canary_kb(variant, seed=101, n_docs=50)
     index = stack.index(kb.documents)
-    pipeline = make_pipeline(index, generator_capped_at(220), top_k=5)
-    transcript = make_attack("canary").run(PipelineTarget(pipeline), RunContext(seed=0), budget=budget,
-                                          corpus_view=kb.view())
+    target = target_under_test(index, generator_capped_at(220), top_k=5)
+    transcript = make_attack("canary").run(target, RunContext(seed=0), budget=budget, corpus_view=kb.view())
     assert transcript.scoring["n_canaries"] == 50
     recovered = transcript.scoring["recovered"]
     assert recovered, [q.answer for q in transcript.queries]
@@ -75,8 +74,8 @@ def test_mi_member_scores_beat_non_member_scores(corp_index, corp_docs, generato
     assert docs[:12] == corp_docs  # the indexed corpus is the KB of the split
     _, view = membership_split(docs, n_members=3, n_nonmembers=3, kb_size=12, seed=0)
     # answers capped at 64 tokens (S2MIA caps new tokens near the query's length anyway), top-2 context
-    pipeline = make_pipeline(corp_index, generator_capped_at(64), top_k=2)
-    transcript = make_attack("mi").run(PipelineTarget(pipeline), RunContext(), corpus_view=view)
+    target = target_under_test(corp_index, generator_capped_at(64), top_k=2)
+    transcript = make_attack("mi").run(target, RunContext(), corpus_view=view)
     assert len(transcript.queries) == 12 and transcript.errors == 0
     members = [m for m in transcript.membership if m.member]
     others = [m for m in transcript.membership if m.member is False]
@@ -91,9 +90,9 @@ def test_mi_member_scores_beat_non_member_scores(corp_index, corp_docs, generato
 
 def test_rag_thief_memory_and_recovered_chunks_grow_over_rounds(corp_index, generator_capped_at, stack):
     # answers up to 220 tokens so one answer can carry all three retrieved passages
-    pipeline = make_pipeline(corp_index, generator_capped_at(220))
+    target = target_under_test(corp_index, generator_capped_at(220), top_k=3)
     attack = make_attack("rag-thief", n_continuations=2, reflection_max_tokens=120)
-    transcript = attack.run(PipelineTarget(pipeline), stack.context(0), budget=3)
+    transcript = attack.run(target, stack.context(0), budget=3)
     assert len(transcript.queries) == 3 and transcript.state["command"]
     assert transcript.state["attacker_calls"] == 1
     rounds = transcript.state["memory_by_round"]
@@ -106,9 +105,9 @@ def test_rag_thief_memory_and_recovered_chunks_grow_over_rounds(corp_index, gene
     assert transcript.queries[1].query.endswith(transcript.state["command"])
 
 
-def test_deal_optimizer_proposes_new_prompts_that_extract(corp_pipeline, corp_index, stack):
+def test_deal_optimizer_proposes_new_prompts_that_extract(corp_target, corp_index, stack):
     attack = make_attack("deal", n_candidates=2, optimizer_max_tokens=160)
-    transcript = attack.run(PipelineTarget(corp_pipeline), stack.context(0), budget=4)
+    transcript = attack.run(corp_target, stack.context(0), budget=4)
     seeds, proposed = transcript.queries[:2], transcript.queries[2:]
     assert [q.phase for q in transcript.queries] == ["iteration:0"] * 2 + ["iteration:1"] * 2
     pool = set(load_pool("shared-extraction").items)
@@ -118,11 +117,11 @@ def test_deal_optimizer_proposes_new_prompts_that_extract(corp_pipeline, corp_in
     assert leaked(transcript, corp_index)
 
 
-def test_ikea_asks_only_benign_questions_and_extracts_knowledge(corp_pipeline, corp_index, corp_docs, stack):
+def test_ikea_asks_only_benign_questions_and_extracts_knowledge(corp_target, corp_index, corp_docs, stack):
     from ragleak.corpora import planted_entities
 
     attack = make_attack("ikea", n_anchors=6, n_questions=2, n_mutations=4, llm_max_tokens=100)
-    transcript = attack.run(PipelineTarget(corp_pipeline), stack.context(0), budget=2,
+    transcript = attack.run(corp_target, stack.context(0), budget=2,
                             corpus_view=CorpusView(topic="employee personnel files: job titles, salaries and home addresses"))
     assert len(transcript.queries) == 2 and len(transcript.state["anchors"]) >= 2
     assert len({q.query for q in transcript.queries}) == 2  # no resend

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from attacks.conftest import RecordingTarget, make_pipeline, parts_context
+from attacks.conftest import RecordingTarget, parts_context
 from ragleak.attacks import ATTACKS, CorpusView, make_attack
 from ragleak.records import Document
-from ragleak.testing import ScriptedGenerator, copy_context, prompt_words_likelihood
+from ragleak.testing import ScriptedGenerator, copy_context, pipeline_under_test, prompt_words_likelihood
 
 DOCS = [Document(id=f"doc{i}", text=f"File {i}: Vrel Tashko{i} keeps {i} crates of amber in locker {i}{i}7 at the "
                  f"north pier; contact vt{i}@pier.test or call 555-01{i}{i}.") for i in range(6)]
@@ -21,7 +21,8 @@ DOCS = [Document(id=f"doc{i}", text=f"File {i}: Vrel Tashko{i} keeps {i} crates 
 
 @pytest.fixture
 def guarded(monkeypatch, stack):
-    target = RecordingTarget(make_pipeline(stack.index(DOCS), ScriptedGenerator(copy_context, model_id="copy-context"), top_k=2))
+    target = RecordingTarget(pipeline_under_test(stack.index(DOCS), ScriptedGenerator(copy_context, model_id="copy-context"),
+                                                 top_k=2))
 
     def refuse(*args, **kwargs):
         if not target.guard.open:

@@ -9,7 +9,7 @@ from ragleak.attacks import QuerySession, Transcript, make_attack
 from ragleak.attacks.base import MULTI_TURNS
 from ragleak.context import RunContext
 from ragleak.errors import ConfigError
-from ragleak.rag.target import CallableTarget
+from ragleak.pipeline.target import CallableTarget
 
 
 def _recording_target():

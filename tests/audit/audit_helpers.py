@@ -6,9 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from ragleak.rag.pipeline import RAGPipeline
 from ragleak.records import Passage, Scored
-from ragleak.testing import ScriptedGenerator
+from ragleak.testing import echo, pipeline_under_test
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -47,5 +46,5 @@ DOCS = {
 
 def run_pipeline(defense, queries=("who is alice", "ferry ssn", "garden hours", "servo room")):
     """Traces of ``queries`` through the real pipeline with the scripted generator and the tiny index."""
-    pipeline = RAGPipeline(TinyIndex(DOCS), ScriptedGenerator(), defense, top_k=2, candidate_k=4)
+    pipeline = pipeline_under_test(TinyIndex(DOCS), echo, defense, top_k=2, candidate_k=4)
     return [pipeline.answer(q).trace for q in queries]

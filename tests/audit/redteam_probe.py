@@ -15,9 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from ragleak.rag.pipeline import RAGPipeline
 from ragleak.records import Passage, Scored
-from ragleak.testing import ScriptedGenerator
+from ragleak.testing import ScriptedGenerator, pipeline_under_test
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SETS = {"redteam": "redteam_manifest.json", "redteam_holdout": "redteam_holdout_manifest.json"}
@@ -58,7 +57,7 @@ def probe_reply(prompt: str) -> str:
 
 def probe_traces(defense, queries=PROBE_QUERIES, top_k: int = 3, candidate_k: int = 5):
     generator = ScriptedGenerator({"": probe_reply}, reflect_params=True)
-    pipeline = RAGPipeline(ProbeIndex(), generator, defense, top_k=top_k, candidate_k=candidate_k)
+    pipeline = pipeline_under_test(ProbeIndex(), generator, defense, top_k=top_k, candidate_k=candidate_k)
     return [pipeline.answer(q).trace for q in queries]
 
 

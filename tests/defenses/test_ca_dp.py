@@ -11,11 +11,10 @@ from ragleak.accounting import epsilon_after, log_ratio_interval
 from ragleak.context import RunContext
 from ragleak.defenses import make_defense
 from ragleak.defenses.ca_dp import CompositionAwareDP
-from ragleak.rag.conversation import Conversation
-from ragleak.rag.pipeline import RAGPipeline
+from ragleak.pipeline.conversation import Conversation
 from ragleak.records import Passage, Scored
 from ragleak.errors import ConfigError
-from ragleak.testing import ScriptedGenerator
+from ragleak.testing import pipeline_under_test, target_under_test
 
 SCORES = [0.8, 0.55, 0.5, 0.05]
 NEIGHBOUR = [0.8, 0.55, 0.5, 0.95]   # document 3 substituted
@@ -69,7 +68,7 @@ def test_accountant_sizes_the_conversation():
 
 def test_turns_beyond_the_budget_answer_without_retrieval_and_new_conversations_do_not_reset(fact_index):
     d = make_defense("ca-dp", turn_epsilon=1.0, conversation_epsilon=2.0, accountant="basic")
-    pipe = RAGPipeline(fact_index, ScriptedGenerator(count_passages), d, top_k=2, ctx=RunContext(seed=1))
+    pipe = pipeline_under_test(fact_index, count_passages, d, top_k=2, seed=1)
     chat = Conversation(pipe)
     traces = [chat.ask(q).trace for q in ("ferry?", "garden?", "library?", "lab?")]
     assert [t.answer for t in traces] == ["passages: 2", "passages: 2", "passages: 0", "passages: 0"]
@@ -87,7 +86,7 @@ def test_single_turn_queries_spend_the_stream_budget_and_the_card_matches(fact_i
     from ragleak.accounting import build_card
 
     d = make_defense("ca-dp", turn_epsilon=1.0, conversation_epsilon=4.0, budget_scope="stream")
-    pipe = RAGPipeline(fact_index, ScriptedGenerator(count_passages), d, top_k=2, ctx=RunContext(seed=5))
+    pipe = pipeline_under_test(fact_index, count_passages, d, top_k=2, seed=5)
     answers = Counter(pipe.answer(f"ferry {i}?", principal=f"id{i}").answer for i in range(1000))
     assert answers == {"passages: 2": d.max_turns, "passages: 0": 1000 - d.max_turns}
     card = build_card("ca-dp", d.guarantee(), queries=(1000,), shown="retrieved-ids")
@@ -98,10 +97,10 @@ def test_single_turn_queries_spend_the_stream_budget_and_the_card_matches(fact_i
 
 def test_per_principal_budgets_do_not_reset_with_conversations_and_the_card_is_the_worst_case(fact_index):
     from ragleak.accounting import build_card
-    from ragleak.rag.target import PipelineTarget
+    from ragleak.pipeline.target import PipelineTarget
 
     d = make_defense("ca-dp", turn_epsilon=1.0, conversation_epsilon=2.0, accountant="basic", budget_scope="principal")
-    pipe = RAGPipeline(fact_index, ScriptedGenerator(count_passages), d, top_k=2, ctx=RunContext(seed=1))
+    pipe = pipeline_under_test(fact_index, count_passages, d, top_k=2, seed=1)
     alice, bob = PipelineTarget(pipe, principal="alice"), PipelineTarget(pipe, principal="bob")
     got = [Conversation(alice).ask(f"q{i}?").answer for i in range(3)]  # three new conversations
     assert got == ["passages: 2", "passages: 2", "passages: 0"]
@@ -132,7 +131,7 @@ def test_default_card_is_the_worst_case_over_new_ids_and_stream_scope_caps():
 @pytest.mark.model
 def test_on_the_real_stack_each_declared_hook_changes(fact_index, generator):
     d = CompositionAwareDP(turn_epsilon=1.0, conversation_epsilon=1.0)
-    chat = Conversation(RAGPipeline(fact_index, generator, d, top_k=2, ctx=RunContext(seed=2)))
+    chat = Conversation(pipeline_under_test(fact_index, generator, d, top_k=2, seed=2))
     first = chat.ask("When does the Oberlin community garden open?").trace
     second = chat.ask("And who keeps the telescope waiting list?").trace
     changed = [{h.hook: h.changed for h in t.hooks} for t in (first, second)]
@@ -144,12 +143,11 @@ def test_on_the_real_stack_each_declared_hook_changes(fact_index, generator):
 def test_served_pipeline_charges_each_client_its_own_budget(fact_index):
     from starlette.testclient import TestClient
 
-    from ragleak.rag.target import PipelineTarget
     from ragleak.serve import make_app
 
     d = make_defense("ca-dp", turn_epsilon=1.0, conversation_epsilon=1.0, accountant="basic")
-    pipe = RAGPipeline(fact_index, ScriptedGenerator(count_passages), d, top_k=2, ctx=RunContext(seed=1))
-    with TestClient(make_app(PipelineTarget(pipe))) as client:
+    target = target_under_test(fact_index, count_passages, d, top_k=2, seed=1)
+    with TestClient(make_app(target)) as client:
         def ask(**body):
             return client.post("/ask", json={"query": "ferry?", **body}).json()["answer"]
 

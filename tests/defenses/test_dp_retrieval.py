@@ -15,6 +15,7 @@ from ragleak.defenses import make_defense
 from ragleak.defenses.dp_retrieval import DPRetrieval
 from ragleak.defenses.dp_select import clip_scores, gumbel_top_k, laplace_noisy_scores, laplace_top_k
 from ragleak.records import Passage, Scored
+from ragleak.testing import pipeline_under_test
 
 N = 40_000
 # neighbouring corpora under substitution: document 3 is replaced by one that matches the query
@@ -115,9 +116,7 @@ def test_guarantee_is_per_query_laplace_on_the_retrieval_selection():
 
 @pytest.mark.model
 def test_on_the_real_stack_only_the_score_hook_changes(fact_index, generator):
-    from ragleak.rag.pipeline import RAGPipeline
-
-    pipe = RAGPipeline(fact_index, generator, DPRetrieval(epsilon=1.0), top_k=3, ctx=RunContext(seed=3))
+    pipe = pipeline_under_test(fact_index, generator, DPRetrieval(epsilon=1.0), top_k=3, seed=3)
     trace = pipe.answer("Who founded the Halvorsen Foundry?").trace
     changed = {h.hook: h.changed for h in trace.hooks}
     assert changed == {"score_retrieval": True, "rewrite_context": False, "generate": False, "postprocess": False}

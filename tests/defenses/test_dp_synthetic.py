@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from ragleak.accounting import epsilon_after, log_ratio_interval
-from ragleak.context import RunContext
 from ragleak.defenses import make_defense
 from ragleak.defenses.dp_synthetic import DPSynthetic
 from ragleak.defenses.synthetic_corpus import document_keywords, load_vocabulary, noisy_keyword_histogram
+from ragleak.testing import pipeline_under_test
 
 VOCAB = ("alpha", "beta", "gamma", "delta", "omega", "sigma")
 D = [["alpha", "beta"], ["alpha", "gamma"], ["beta", "gamma"]]
@@ -79,10 +79,8 @@ def test_guarantee_is_a_flat_one_time_release():
 
 @pytest.mark.model
 def test_on_the_real_stack_only_the_context_hook_changes_and_the_corpus_is_built_once(fact_index, generator):
-    from ragleak.rag.pipeline import RAGPipeline
-
     d = DPSynthetic(epsilon=2.0, n_passages=4, words_per_passage=5, k=2)
-    pipe = RAGPipeline(fact_index, generator, d, top_k=2, ctx=RunContext(seed=4))
+    pipe = pipeline_under_test(fact_index, generator, d, top_k=2, seed=4)
     trace = pipe.answer("Who founded the Halvorsen Foundry?").trace
     changed = {h.hook: h.changed for h in trace.hooks}
     assert changed == {"score_retrieval": False, "rewrite_context": True, "generate": False, "postprocess": False}

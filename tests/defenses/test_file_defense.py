@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from ragleak.defenses import Defense, defense_class, make_defense
 from ragleak.errors import ConfigError
 from ragleak.grid.spec import grid_from_dict
+from ragleak.pipeline.build import build_target
 from ragleak.records import Document
 from ragleak.testing import tiny_stack
 
@@ -47,7 +48,7 @@ def test_a_file_defense_runs_in_the_pipeline(defense_file):
     assert isinstance(defense, Defense) and type(defense).__name__ == "Shout"
     stack = tiny_stack()
     index = stack.index([Document(id="d1", text="The ferry leaves from pier four every ninety minutes.")])
-    answer = stack.pipeline(index, defense).answer("when does the ferry leave?").answer
+    answer = build_target(stack, index, defense).answer("when does the ferry leave?").answer
     assert answer.startswith("ECHO:") and answer == answer.upper()
 
 

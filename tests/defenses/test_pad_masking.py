@@ -86,3 +86,30 @@ def test_static_audit_tells_pattern_limited_from_ner_backed_masking():
     assert statuses("pad-regex-context") == {"rewrite_context": "pattern-limited", "postprocess": "pattern-limited"}
     assert statuses("pad") == {"postprocess": "active"}
     assert statuses("pad-context") == {"rewrite_context": "active", "postprocess": "active"}
+
+
+# -- the detectors each masker declares (issue 36) ---------------------------------------------------
+
+def test_regex_masker_declares_the_maskers_patterns_and_misses_obfuscated_addresses():
+    from ragleak.defenses._masking import MASKER_RECOGNIZERS, REGEX_DETECTORS
+    from ragleak.nlp.recognizers import EMAIL_MASK
+
+    assert RegexMasking.detectors == {r.name for r in MASKER_RECOGNIZERS} and EMAIL_MASK.name in RegexMasking.detectors
+    assert REGEX_DETECTORS["EMAIL"] is EMAIL_MASK.pattern is EMAIL
+    text = "Write to jane [at] corp dot com or jane(at)corp(dot)com."
+    assert RegexMasking().mask(text) == text  # its blind spot: what the judges' recognizer reads (tests/nlp)
+
+
+def test_presidio_masker_declares_the_recognizers_its_analyzer_runs():
+    from ragleak.defenses.pad import DEFAULT_ENTITIES, PRESIDIO_RECOGNIZERS
+    from ragleak.nlp import presidio_analyzer
+    from ragleak.nlp.models import PARTIAL_EMAIL
+    from ragleak.nlp.recognizers import EMAIL_MASK, LIBPHONENUMBER, SPACY_NER, presidio
+
+    running = {r.name for r in presidio_analyzer().registry.get_recognizers("en", all_fields=True)
+               if set(r.supported_entities) & set(DEFAULT_ENTITIES)}
+    assert running == {*PRESIDIO_RECOGNIZERS, "PartialEmailRecognizer"}
+    assert PARTIAL_EMAIL == EMAIL_MASK.pattern.pattern  # the extra recognizer is the maskers' pattern
+    assert PresidioMasking.detectors == {*(presidio(r) for r in PRESIDIO_RECOGNIZERS), SPACY_NER, LIBPHONENUMBER,
+                                         EMAIL_MASK.name}
+    assert PresidioContextMasking.detectors == PresidioMasking.detectors

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragleak.accounting import epsilon_after, log_ratio_interval
-from ragleak.context import RunContext
 from ragleak.defenses import make_defense
 from ragleak.defenses.dp_select import noisy_argmax
 from ragleak.defenses.private_rag import PrivateRAG
 from ragleak.records import Passage, Scored
+from ragleak.testing import pipeline_under_test
 
 N = 40_000
 
@@ -92,10 +92,8 @@ def test_guarantee_is_a_per_document_filter_on_answers():
 
 @pytest.mark.model
 def test_on_the_real_stack_score_and_generate_change(fact_index, generator):
-    from ragleak.rag.pipeline import RAGPipeline
-
     d = PrivateRAG(max_new_tokens=6)
-    pipe = RAGPipeline(fact_index, generator, d, top_k=3, ctx=RunContext(seed=5))
+    pipe = pipeline_under_test(fact_index, generator, d, top_k=3, seed=5)
     trace = pipe.answer("Who founded the Halvorsen Foundry?").trace
     changed = {h.hook: h.changed for h in trace.hooks}
     assert changed == {"score_retrieval": True, "rewrite_context": False, "generate": True, "postprocess": False}
@@ -103,5 +101,3 @@ def test_on_the_real_stack_score_and_generate_change(fact_index, generator):
     log = d.log[-1]
     assert log.t == 1 and log.active_docs == len(fact_index.doc_ids) and log.real_voters == 1 and log.tokens >= 1
     assert d.filter.spent("foundry") == d.params.eps_q
-    # what the answer decoded, for the dry run: the public prompt and the one real voter's
-    assert d.voting_used.model_dump() == {"answers": 1, "prompts": 2, "passages": 1, "steps": log.tokens}

@@ -13,9 +13,8 @@ from ragleak.context import RunContext
 from ragleak.defenses import make_defense
 from ragleak.defenses.corpus_pool import CorpusFacts
 from ragleak.rag.index import PassageIndex
-from ragleak.rag.pipeline import RAGPipeline
 from ragleak.records import Passage
-from ragleak.testing import ScriptedGenerator
+from ragleak.testing import pipeline_under_test
 
 TOPICS = ["ferry timetable", "orchard harvest", "violin repair", "glacier survey", "bakery recipe", "chess club",
           "railway signal", "beekeeping hive", "pottery kiln", "lighthouse keeper", "sailing regatta", "tax form",
@@ -43,8 +42,7 @@ def chunked_index(embedder):
 
 
 def _pipeline(index, defense, candidate_k=3, top_k=2, seed=0):
-    return RAGPipeline(index, ScriptedGenerator("echo"), defense, top_k=top_k, candidate_k=candidate_k,
-                       ctx=RunContext(seed=seed))
+    return pipeline_under_test(index, "echo", defense, top_k=top_k, candidate_k=candidate_k, seed=seed)
 
 
 def test_selection_reaches_documents_outside_the_pipelines_candidate_pool(chunked_index):

@@ -41,12 +41,12 @@ def test_ikea_cell_uses_the_cells_model_and_cache_for_its_attacker(tmp_path, mon
     attacker_rows = [r for r in rows if any(s in r[1] for s in attacker_systems)]
     # every generation of the cell, the attacker's included, ran on the cell's model into the run's cache
     assert rows and {model_id for model_id, _ in rows} == {MODELS[MODEL].sha256}
-    assert attacker_rows and len(attacker_rows) == record.calls_by_role["attacker"]["model_calls"]
-    assert len(rows) == record.model_calls
-    assert record.model_calls == sum(r["model_calls"] for r in record.calls_by_role.values())
-    assert set(record.calls_by_role) == {"target", "attacker"}
+    assert attacker_rows and len(attacker_rows) == record.usage.calls_by_role["attacker"]["model_calls"]
+    assert len(rows) == record.usage.model_calls
+    assert record.usage.model_calls == sum(r["model_calls"] for r in record.usage.calls_by_role.values())
+    assert set(record.usage.calls_by_role) == {"target", "attacker"}
     # the attacker's model time is recorded beside the target's (its calls are outside the generate hook)
-    assert record.timings["attacker_model_s"] > 0 and record.timings["target_model_s"] > 0
+    assert record.usage.model_seconds["attacker"] > 0 and record.usage.model_seconds["target"] > 0
     transcript = RunStore(run_dir).transcript_path(spec.cell_id).read_text(encoding="utf-8")
-    assert '"attacker_calls": %d' % sum(record.calls_by_role["attacker"].values()) in transcript
+    assert '"attacker_calls": %d' % sum(record.usage.calls_by_role["attacker"].values()) in transcript
     assert not (home / "generations.sqlite").exists()  # nothing went to a cache outside the run

@@ -65,7 +65,7 @@ def test_audit_mode_changes_the_trace_and_calls_never_the_metrics_or_the_id(tmp_
     every = list(runs["all"].values())
     assert all(r.audit["audited_share"] == 1.0 for r in every)
     # the references are the model calls the audit saves
-    calls = {mode: sum(r.model_calls for r in recs.values()) for mode, recs in runs.items()}
+    calls = {mode: sum(r.usage.model_calls for r in recs.values()) for mode, recs in runs.items()}
     generated = {mode: sum(r.audit["references"]["generated"] for r in recs.values()) for mode, recs in runs.items()}
     assert generated["off"] == 0 < generated["sample"] <= generated["all"]
     assert calls["all"] - calls["off"] == generated["all"] and calls["sample"] - calls["off"] == generated["sample"]

@@ -33,9 +33,11 @@ def test_a_waited_hit_is_counted_by_the_stack_the_progress_and_the_summary(tmp_p
     assert started.wait(10)
     assert waiter.generator("target").generate(ask).text == "answer to who?"
     thread.join(timeout=10)
-    assert waiter.calls() == {"target": {"model_calls": 0, "cache_hits": 1, "cache_waited": 1, "cache_repeats": 0}}
-    assert (waiter.model_calls, waiter.cache_hits, waiter.cache_waited) == (0, 1, 1)
-    assert owner.calls() == {"target": {"model_calls": 1, "cache_hits": 0, "cache_waited": 0, "cache_repeats": 0}}
+    waited = waiter.usage()
+    assert waited.calls_by_role == {"target": {"model_calls": 0, "cache_hits": 1, "cache_waited": 1, "cache_repeats": 0}}
+    assert (waited.model_calls, waited.cache_hits, waited.cache_waited) == (0, 1, 1)
+    assert owner.usage().calls_by_role == {"target": {"model_calls": 1, "cache_hits": 0, "cache_waited": 0,
+                                                      "cache_repeats": 0}}
 
     config = GridConfig(attacks=["ps"], defenses=["none", "pad-regex"], corpora=["synthetic-corp"])
     cells = config.expand()
@@ -43,9 +45,7 @@ def test_a_waited_hit_is_counted_by_the_stack_the_progress_and_the_summary(tmp_p
     run.init(config, cells)
     state = Progress(total=len(cells), done=0)
     for spec, stack in zip(cells, (owner, waiter)):
-        record = CellRecord(cell_id=spec.cell_id, spec=spec, status="error", error="not run",
-                            model_calls=stack.model_calls, cache_hits=stack.cache_hits,
-                            cache_waited=stack.cache_waited, calls_by_role=stack.calls())
+        record = CellRecord(cell_id=spec.cell_id, spec=spec, status="error", error="not run", usage=stack.usage())
         run.write(record)
         state.add(record)
     assert (state.model_calls, state.cache_hits, state.cache_waited) == (1, 1, 1)

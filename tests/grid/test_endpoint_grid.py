@@ -20,7 +20,7 @@ from ragleak.errors import ConfigError
 from ragleak.grid.runner import run_grid
 from ragleak.grid.spec import GridConfig, grid_from_dict
 from ragleak.grid.store import RunStore
-from ragleak.rag.target import CallableTarget
+from ragleak.pipeline.target import CallableTarget
 from ragleak.serve import make_app
 from served import bearer_only, free_port, served
 

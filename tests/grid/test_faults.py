@@ -4,9 +4,9 @@ terminal tables). A failed query is never a zero: the cells are ``failed``, ``pa
 ``ok``, each metric rests on the answered queries and says so, and the failed cell is left out of
 every aggregate, which says how many it left out.
 
-The target is a ``CallableTarget`` (what a user's endpoint looks like to an attack) and the cell
-record comes from ``grid.cell.measured_record``, the function ``execute_cell`` builds it with, so
-no model is loaded.
+The target is a ``CallableTarget`` (what a user's endpoint looks like to an attack), run and
+measured by ``measure.run_attack`` and recorded by ``grid.store.measured_record``, as ``execute_cell``
+does, so no model is loaded.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 
 from ragleak.attacks import make_attack
 from ragleak.defenses import DEFENSES
-from ragleak.grid.cell import measured_record, min_answered_share
+from ragleak.grid.cell import min_answered_share
 from ragleak.grid.spec import GridConfig
-from ragleak.grid.store import QueryCounts, RunStore
-from ragleak.metrics import MetricContext
-from ragleak.rag.target import CallableTarget
+from ragleak.grid.store import QueryCounts, RunStore, measured_record
+from ragleak.measure import run_attack
+from ragleak.pipeline.target import CallableTarget
 from ragleak.records import Passage
 from ragleak.testing import tiny_stack
 
@@ -65,10 +65,10 @@ def run_dir(tmp_path_factory) -> Path:
     defense = DEFENSES.get("none")()
     for spec in cells:
         target = CallableTarget(FlakyEndpoint(FAILING[spec.seed]), exposes_retrieved_ids=True)
-        transcript = make_attack("ps").run(target, stack.context(spec.seed), budget=spec.budget)
-        store.write_transcript(spec.cell_id, transcript.to_json())
-        store.write(measured_record(spec, transcript, MetricContext(PASSAGES, stack, spec.seed), defense,
-                                    min_answered_share(out)))
+        transcript, metrics = run_attack(make_attack("ps"), target, stack.context(spec.seed), PASSAGES,
+                                         budget=spec.budget)
+        store.write_cell(measured_record(spec, transcript, metrics, defense, min_answered_share(out),
+                                         usage=stack.usage()), transcript)
     return out
 
 

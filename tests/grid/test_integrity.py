@@ -66,9 +66,9 @@ def test_flipped_bytes_in_cache_and_record_are_detected_and_healed(tmp_path):
     assert state.ran == 1 and state.errors == 0
     assert _metrics(run) == expected
     healed = RunStore(run).read(victim)
-    assert healed.cache_repairs > 0 and healed.cache_hits == 0  # no altered answer was served
-    assert healed.model_calls == healed.counts.queries
-    assert state.cache_repairs == healed.cache_repairs
+    assert healed.usage.cache_repairs > 0 and healed.usage.cache_hits == 0  # no altered answer was served
+    assert healed.usage.model_calls == healed.counts.queries
+    assert state.cache_repairs == healed.usage.cache_repairs
     assert summarize(run)["corrupt_records"] == []
 
 

@@ -21,10 +21,10 @@ import pytest
 
 from ragleak.grid import cell as cell_module
 from ragleak.grid import runner as runner_module
-from ragleak.grid.plan import Estimator
+from ragleak.grid.eta import Estimator, Rates
 from ragleak.grid.ray_actors import MAX_ATTEMPTS
 from ragleak.grid.runner import run_grid
-from ragleak.grid.schedule import stream_chains
+from ragleak.grid.streams import stream_chains
 from ragleak.grid.spec import GridConfig
 from ragleak.grid.store import RunStore
 from ragleak.testing import copy_context, tiny_stack
@@ -83,7 +83,8 @@ def local_metrics(tmp_path_factory):
 
 
 def _chains():
-    return stream_chains(CONFIG.expand(), Estimator(CONFIG.audit, CONFIG.audit_fraction))
+    estimate, rates = Estimator(), Rates(prefill_tok_s=100.0, decode_tok_s=10.0)
+    return stream_chains(CONFIG.expand(), lambda cell: estimate(cell).seconds(rates))
 
 
 def _metrics(run: Path) -> dict[str, dict]:
@@ -124,8 +125,8 @@ def test_actors_match_local_keep_their_stack_and_take_their_twins(tmp_path, monk
     records = {r.cell_id: r for r in RunStore(tmp_path / "ray").records()}
     for chain in chains:  # the twin found every generation of its stream in the cache (the first cell
         # may find some too: both seeds draw from one pool)
-        assert records[chain[0]].model_calls > 0 and records[chain[1]].model_calls == 0
-        assert records[chain[1]].cache_hits == records[chain[1]].counts.queries == 3
+        assert records[chain[0]].usage.model_calls > 0 and records[chain[1]].usage.model_calls == 0
+        assert records[chain[1]].usage.cache_hits == records[chain[1]].counts.queries == 3
 
 
 def test_a_killed_actor_loses_only_its_cell(tmp_path, monkeypatch, ray_session, local_metrics):

@@ -16,7 +16,7 @@ from ragleak.errors import RagleakError
 from ragleak.grid.ray_actors import MAX_ATTEMPTS, run_on_actors
 from ragleak.grid.spec import GridConfig
 from ragleak.grid.store import CellRecord, RunStore
-from ragleak.rag.pipeline import AuditPolicy
+from ragleak.pipeline.rag import AuditPolicy
 
 exceptions = pytest.importorskip("ray.exceptions")
 

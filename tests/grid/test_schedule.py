@@ -10,14 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragleak.grid import runner as runner_module
-from ragleak.grid.plan import Estimator
+from ragleak.grid.eta import Estimator, Rates
 from ragleak.grid.runner import run_grid
-from ragleak.grid.schedule import ChainDispatcher, simulated_makespan, stream_chains
+from ragleak.grid.schedule import ChainDispatcher, simulated_makespan
 from ragleak.grid.spec import GridConfig
+from ragleak.grid.streams import stream_chains
 
 CONFIG = GridConfig(attacks=["ps", "ikea"], defenses=["none", "pad", "dp-retrieval"], corpora=["synthetic-corp"],
                     epsilons=[1.0, 5.0], budgets={"ps": 2, "ikea": 5},
                     corpus_params={"synthetic-corp": {"n_docs": 12}})
+
+
+def chains_of(cells):
+    """The chains in the runner's order: by each stream's estimated seconds (``grid.eta``)."""
+    estimate, rates = Estimator(), Rates(prefill_tok_s=100.0, decode_tok_s=10.0)
+    return stream_chains(cells, lambda cell: estimate(cell).seconds(rates))
 
 
 def _labels(chain):
@@ -25,8 +32,8 @@ def _labels(chain):
 
 
 def test_chains_group_twins_behind_their_first_cell_costliest_first():
-    chains = stream_chains(CONFIG.expand(), Estimator())
-    # ikea (5 queries x 3 calls each) before ps (2 x 1); within ps: none and pad (postprocess only,
+    chains = chains_of(CONFIG.expand())
+    # ikea (5 queries, its own calls beside) before ps (2); within ps: none and pad (postprocess only,
     # fixed queries, single prompts) share one stream across both epsilons; dp-retrieval is per epsilon;
     # ikea is adaptive, so pad is its own stream
     assert [_labels(c) for c in chains] == [
@@ -42,7 +49,7 @@ def test_chains_group_twins_behind_their_first_cell_costliest_first():
 
 
 def test_the_dispatcher_hands_out_every_first_cell_before_a_twin_and_never_idles_a_slot():
-    chains = stream_chains(CONFIG.expand(), Estimator())
+    chains = chains_of(CONFIG.expand())
     first_of = {c.cell_id: chain[0].cell_id for chain in chains for c in chain}
     firsts = [chain[0].cell_id for chain in chains]
     beside = 0
@@ -74,7 +81,7 @@ def test_the_dispatcher_hands_out_every_first_cell_before_a_twin_and_never_idles
 
 
 def test_fewer_chains_than_slots_start_twins_beside_their_first_cell():
-    (chain,) = [c for c in stream_chains(CONFIG.expand(), Estimator()) if len(c) == 4]
+    (chain,) = [c for c in chains_of(CONFIG.expand()) if len(c) == 4]
     dispatch = ChainDispatcher([chain], slots=3)
     assert [c.cell_id for c in dispatch.start()] == [c.cell_id for c in chain[:3]]
     assert dispatch.finished(chain[1]).cell_id == chain[3].cell_id
@@ -93,12 +100,12 @@ def test_one_worker_runs_the_cells_chain_by_chain(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner_module, "execute_cell", fake_execute)
     run_grid(CONFIG, tmp_path / "run", workers=1)
-    assert [c.cell_id for c in ran] == [c.cell_id for chain in stream_chains(CONFIG.expand(), Estimator())
+    assert [c.cell_id for c in ran] == [c.cell_id for chain in chains_of(CONFIG.expand())
                                         for c in chain]
 
 
 def test_the_simulated_makespan_follows_the_dispatcher_and_twins_wait_for_their_first_cell():
-    chains = stream_chains(CONFIG.expand(), Estimator())  # 7 chains, 4 of them with twins
+    chains = chains_of(CONFIG.expand())  # 7 chains, 4 of them with twins
     seconds = [10.0, 9.0, 6.0, 6.0, 4.0, 1.0, 1.0]  # costliest first, as the chains are ordered
     cost = {chain[0].cell_id: s for chain, s in zip(chains, seconds)}
     price = lambda chain: cost[chain[0].cell_id]  # noqa: E731
@@ -114,7 +121,7 @@ def test_the_simulated_makespan_follows_the_dispatcher_and_twins_wait_for_their_
 @given(seconds=st.lists(st.floats(min_value=0.0, max_value=1e4), min_size=7, max_size=7),
        slots=st.integers(min_value=1, max_value=9))
 def test_the_simulated_makespan_is_within_the_list_scheduling_bounds(seconds, slots):
-    chains = stream_chains(CONFIG.expand(), Estimator())
+    chains = chains_of(CONFIG.expand())
     cost = {chain[0].cell_id: s for chain, s in zip(chains, seconds)}
     makespan = simulated_makespan(chains, lambda chain: cost[chain[0].cell_id], slots)
     total, longest = sum(seconds), max(seconds)

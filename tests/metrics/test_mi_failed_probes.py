@@ -13,7 +13,7 @@ from ragleak.grid.store import CellRecord, QueryCounts, RunStore
 from ragleak.metrics import MetricContext
 from ragleak.metrics.compute import compute_metrics
 from ragleak.metrics.membership import MembershipAUC
-from ragleak.rag.target import CallableTarget
+from ragleak.pipeline.target import CallableTarget
 from ragleak.records import Document
 from ragleak.report import plots
 from ragleak.testing import tiny_stack

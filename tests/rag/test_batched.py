@@ -12,14 +12,14 @@ from ragleak.attacks.base import QuerySession
 from ragleak.config import StackConfig
 from ragleak.defenses import Defense
 from ragleak.errors import RagleakError
+from ragleak.pipeline.build import build_target
+from ragleak.pipeline.target import CallableTarget, PipelineTarget
 from ragleak.rag.cache import CachedGenerator, GenerationCache, batched_cache_key, cache_key
 from ragleak.rag.completion import CompletionText
 from ragleak.rag.generator import DecodingParams, Generation
-from ragleak.rag.pipeline import RAGPipeline
 from ragleak.rag.prompt import ChatMessage
-from ragleak.rag.target import CallableTarget, PipelineTarget
 from ragleak.records import Document, digest
-from ragleak.testing import ScriptedGenerator, tiny_stack
+from ragleak.testing import ScriptedGenerator, pipeline_under_test, tiny_stack
 
 
 def _msgs(text):
@@ -164,7 +164,7 @@ QUERIES = ["When does the garden open?", "How long is the ferry?", "Who founded 
 def _pipeline(fact_index, defense=None, batch=4, script=None):
     gen = ScriptedGenerator(script or (lambda user: f"answer to {user[-30:]}"), model_id="m",
                             params=DecodingParams(batch=batch))
-    return RAGPipeline(fact_index, CachedGenerator(gen, None), defense=defense, top_k=2), gen
+    return pipeline_under_test(fact_index, CachedGenerator(gen, None), defense, top_k=2), gen
 
 
 def _strip_timings(trace):
@@ -225,8 +225,8 @@ def test_unbatched_answer_many_puts_off_a_prompt_another_worker_is_generating(fa
         return f"answer to {user[-30:]}"
 
     gen = ScriptedGenerator(script, model_id="m")
-    pipe = RAGPipeline(fact_index, CachedGenerator(gen, GenerationCache(tmp_path / "c.sqlite")),
-                       defense=CountingPostprocess(), top_k=2)
+    pipe = pipeline_under_test(fact_index, CachedGenerator(gen, GenerationCache(tmp_path / "c.sqlite")),
+                               CountingPostprocess(), top_k=2)
     assert PipelineTarget(pipe).takes_many and not PipelineTarget(single).takes_many  # no shared cache
     many = pipe.answer_many(QUERIES)
     assert gen.prompts == [ones[i].trace.prompt for i in (0, 2, 3, 4)]  # query 1 never reached this model
@@ -247,7 +247,7 @@ def test_unbatched_answer_many_keeps_a_query_failure_its_own_and_an_unreadable_c
         return "fine"
 
     gen = CachedGenerator(ScriptedGenerator(script, model_id="m"), GenerationCache(tmp_path / "c.sqlite"))
-    pipe = RAGPipeline(fact_index, gen, top_k=2)
+    pipe = pipeline_under_test(fact_index, gen, top_k=2)
     out = pipe.answer_many(QUERIES[:3])
     assert isinstance(out[1], RagleakError) and out[0].answer == out[2].answer == "fine"
     monkeypatch.setattr(gen, "_read", lambda key: (_ for _ in ()).throw(CacheCorruptError("unreadable")))
@@ -312,8 +312,7 @@ def _attack_transcript(name, tmp_path, batch, view=None, documents=None):
     stack = tiny_stack(tmp_path / f"{name}-{batch}.sqlite", config, target=lambda user: f"Passage 1: {user[-60:]}")
     docs = documents or [Document(id=f"d{i}", text=f"Record {i}: Zorbel Quant{i} owes 4{i}11 dollars to Vexa.")
                          for i in range(8)]
-    pipeline = stack.pipeline(stack.index(docs))
-    transcript = make_attack(name).run(PipelineTarget(pipeline), stack.context(0), corpus_view=view)
+    transcript = make_attack(name).run(build_target(stack, stack.index(docs)), stack.context(0), corpus_view=view)
     return transcript, stack.scripted[("target", config.model)]
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from ragleak.errors import EndpointError
 from ragleak.rag.redact import Redactor, is_secret_name, redact_url
-from ragleak.rag.target import HttpTarget
+from ragleak.pipeline.target import HttpTarget
 
 URL_PASSWORD = "pw-Vx9Lq2Zr7Tk4"
 API_KEY = "key+Qm3/Ws8=Ye5Hb1"  # as sent in a query string: "+" is a space to a server

@@ -11,8 +11,9 @@ from ragleak.attacks import make_attack
 from ragleak.attacks.base import QuerySession
 from ragleak.config import TargetConfig
 from ragleak.errors import EndpointError
-from ragleak.rag.conversation import Conversation
-from ragleak.rag.target import CallableTarget, HttpTarget, StopRule, chat_messages, target_from_config
+from ragleak.pipeline.conversation import Conversation
+from ragleak.pipeline.build import build_target
+from ragleak.pipeline.target import CallableTarget, HttpTarget, StopRule, chat_messages
 from ragleak.records import Turn
 from ragleak.serve import BadRequest, make_app, turns_from_messages
 from ragleak.testing import tiny_stack
@@ -157,7 +158,7 @@ def test_stop_rule_reads_the_rate_over_a_window_and_tolerates_scattered_failures
     assert session.used == 6 and session.stopped is None
 
 
-def test_target_from_config_builds_a_callable_target():
-    target = target_from_config(TargetConfig(kind="callable", callable="posixpath:basename"))
+def test_build_target_builds_a_callable_target_from_its_config():
+    target = build_target(None, TargetConfig(kind="callable", callable="posixpath:basename"))
     assert target.name == "callable:posixpath:basename" and target.answer("a/b.txt").answer == "b.txt"
     assert target.stop_rule == StopRule(5, 20, 0.5)

@@ -7,9 +7,9 @@ import pytest
 
 from ragleak.defenses import Defense
 from ragleak.metrics.verbatim import leaked_passages
-from ragleak.rag.conversation import Conversation
-from ragleak.rag.pipeline import RAGPipeline
+from ragleak.pipeline.conversation import Conversation
 from ragleak.records import Passage
+from ragleak.testing import pipeline_under_test
 
 pytestmark = pytest.mark.model
 
@@ -53,7 +53,7 @@ class UppercaseContext(Defense):
 
 
 def test_trace_shows_only_the_rewriting_hook_changed(fact_index, generator):
-    pipe = RAGPipeline(fact_index, generator, defense=UppercaseContext(), top_k=3)
+    pipe = pipeline_under_test(fact_index, generator, UppercaseContext(), top_k=3)
     trace = pipe.answer("When does the Oberlin community garden open?").trace
     changed = {h.hook: h.changed for h in trace.hooks}
     assert changed == {"score_retrieval": False, "rewrite_context": True, "generate": False, "postprocess": False}

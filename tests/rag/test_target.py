@@ -9,8 +9,8 @@ import time
 import pytest
 
 from ragleak.errors import EndpointError, TargetError
-from ragleak.rag.conversation import Conversation
-from ragleak.rag.target import CallableTarget, HttpTarget, PipelineTarget, json_path
+from ragleak.pipeline.conversation import Conversation
+from ragleak.pipeline.target import CallableTarget, HttpTarget, PipelineTarget, json_path
 from ragleak.records import Turn
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ragleak.defenses import Defense
-from ragleak.rag.pipeline import RAGPipeline
+from ragleak.pipeline.build import build_target
 from ragleak.records import Document, Trace
-from ragleak.testing import ScriptedGenerator, echo, tiny_stack
+from ragleak.testing import ScriptedGenerator, echo, pipeline_under_test, tiny_stack
 
 
 class DropLowest(Defense):
@@ -47,20 +47,20 @@ class Redact(Defense):
 
 
 def test_score_hook_change_is_recorded(fact_index):
-    trace = RAGPipeline(fact_index, ScriptedGenerator(), DropLowest(), top_k=2, candidate_k=6).answer("ferry").trace
+    trace = pipeline_under_test(fact_index, echo, DropLowest(), top_k=2, candidate_k=6).answer("ferry").trace
     assert [h.hook for h in trace.hooks if h.changed] == ["score_retrieval"]
     assert len(trace.rescored) == len(trace.candidates) - 1
 
 
 def test_overriding_without_changing_counts_as_unchanged(fact_index):
     gen = ScriptedGenerator()
-    trace = RAGPipeline(fact_index, gen, PassThroughOverride(), top_k=2).answer("garden").trace
+    trace = pipeline_under_test(fact_index, gen, PassThroughOverride(), top_k=2).answer("garden").trace
     assert not any(h.changed for h in trace.hooks)
     assert gen.calls == 2  # the defense's own call plus the pipeline's reference for the audit
 
 
 def test_generate_and_postprocess_changes_are_recorded(fact_index):
-    response = RAGPipeline(fact_index, ScriptedGenerator(), Redact(), top_k=2).answer("library")
+    response = pipeline_under_test(fact_index, echo, Redact(), top_k=2).answer("library")
     assert response.answer == "[x] text"
     assert {h.hook for h in response.trace.hooks if h.changed} == {"generate", "postprocess"}
 
@@ -68,7 +68,7 @@ def test_generate_and_postprocess_changes_are_recorded(fact_index):
 def test_trace_round_trips_through_json(fact_index):
     from ragleak.records import Trace
 
-    trace = RAGPipeline(fact_index, ScriptedGenerator(), top_k=2).answer("garden").trace
+    trace = pipeline_under_test(fact_index, echo, top_k=2).answer("garden").trace
     assert Trace.model_validate_json(trace.model_dump_json()) == trace
 
 
@@ -87,9 +87,9 @@ QUERIES = [f"what about the ferry schedule number {i}?" for i in range(12)]
 
 
 def _run(stack, defense, policy):
-    from ragleak.rag.pipeline import AuditPolicy
+    from ragleak.pipeline.rag import AuditPolicy
 
-    pipeline = stack.pipeline(stack.index(FACTS), defense, audit=AuditPolicy(*policy))
+    pipeline = build_target(stack, stack.index(FACTS), defense, audit=AuditPolicy(*policy)).pipeline
     return pipeline, [pipeline.answer(q) for q in QUERIES]
 
 
@@ -104,7 +104,7 @@ def test_audit_policy_changes_the_trace_never_the_answer(tmp_path):
         fresh = tiny_stack(tmp_path / f"{policy}.sqlite", target=echo)
         pipeline, responses = _run(fresh, Paraphrase(), policy)
         runs[policy] = (pipeline.audit_counts.as_dict(), [r.answer for r in responses],
-                        [r.trace.hook("generate") for r in responses], fresh.model_calls)
+                        [r.trace.hook("generate") for r in responses], fresh.usage().model_calls)
     answers = {tuple(a) for _, a, _, _ in runs.values()}
     assert len(answers) == 1  # the policy never reaches the answer
     counts, _, hooks, calls = runs[("all",)]
@@ -118,18 +118,18 @@ def test_audit_policy_changes_the_trace_never_the_answer(tmp_path):
     assert [h.audited for h in hooks] == [True] + [False] * 11
     assert runs[("sample", 1.0)][0] == {"generated": 12, "cached": 0, "skipped": 0}
     # a baseline run that made the plain generations: every reference is then a cache hit, even with audit off
-    baseline = stack.pipeline(stack.index(FACTS))
+    baseline = build_target(stack, stack.index(FACTS))
     for q in QUERIES:
         baseline.answer(q)
-    before = stack.model_calls
+    before = stack.usage().model_calls
     pipeline, responses = _run(stack, Paraphrase(), ("off",))
     assert pipeline.audit_counts.as_dict() == {"generated": 0, "cached": 12, "skipped": 0}
-    assert stack.model_calls - before == 12  # the defense's own generations only
+    assert stack.usage().model_calls - before == 12  # the defense's own generations only
     assert all(r.trace.hook("generate").audited for r in responses)
 
 
 def test_sampling_is_by_prompt_so_twins_sample_the_same_queries():
-    from ragleak.rag.pipeline import AuditPolicy
+    from ragleak.pipeline.rag import AuditPolicy
 
     policy = AuditPolicy("sample", 0.3)
     prompts = [f"prompt {i}" for i in range(2000)]

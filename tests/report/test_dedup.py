@@ -12,7 +12,7 @@ from ragleak.grid.spec import CellSpec
 from ragleak.grid.store import CellRecord, QueryCounts
 from ragleak.metrics import MetricResult
 from ragleak.metrics.stats import bootstrap_mean
-from ragleak.rag.target import PipelineTarget
+from ragleak.pipeline.build import build_target
 from ragleak.records import Document, digest
 from ragleak.report.summary import aggregate
 from ragleak.testing import copy_context, tiny_stack
@@ -29,8 +29,8 @@ def _cell(epsilon: float):
     assert spec.applied_epsilon is None  # the axis does not reach the defense
     stack = tiny_stack(target=copy_context)
     ctx = stack.context(spec.seed)
-    pipeline = stack.pipeline(stack.index(DOCS), _defense(spec), ctx)
-    transcript = make_attack("ps").run(PipelineTarget(pipeline), ctx, budget=spec.budget)
+    target = build_target(stack, stack.index(DOCS), _defense(spec), ctx=ctx)
+    transcript = make_attack("ps").run(target, ctx, budget=spec.budget)
     return spec, transcript
 
 

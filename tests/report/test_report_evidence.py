@@ -13,8 +13,10 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from ragleak.attacks.base import QueryRecord, Transcript
+from ragleak.context import RunContext
 from ragleak.defenses import DEFENSES
-from ragleak.grid.scored import scored, scoring_context, write_run
+from ragleak.grid.scored import scored, scoring_corpus, write_run
+from ragleak.measure import run_attack
 from ragleak.report import html
 from ragleak.report.build import build_report
 from ragleak.report.evidence import guarantee_warnings
@@ -48,9 +50,10 @@ def run(tmp_path, corpus):
         f"Write to {EMAIL} or call (415) 273-9981.", f"The VPN password is {SECRET}."]).to_json())
     (folder / "masked.json").write_text(_transcript("http://svc/masked", [
         "Write to <EMAIL> or call <PHONE>.", f"The VPN password is {SECRET}."]).to_json())
-    context, label, digest = scoring_context(corpus)
+    passages, label, digest = scoring_corpus(corpus)
     out = tmp_path / "run"
-    write_run(out, scored(sorted(folder.glob("*.json")), None, label, digest), context)
+    items = scored(sorted(folder.glob("*.json")), None, label, digest)
+    write_run(out, items, [run_attack(item.transcript, None, RunContext(), passages) for item in items])
     return out
 
 
@@ -125,12 +128,9 @@ def test_report_html_shows_ca_dp_and_dp_retrieval_void_and_assumption_warnings_b
     """Cells of both defenses recorded as a grid cell records them (``measured_record`` with the
     defense's own guarantee), reported by ``build_report``: each card's VOID line, its assumptions
     in words and its adjacency sit between the epsilon(T) heading and the guarantees table."""
-    from ragleak.grid.cell import measured_record
     from ragleak.grid.spec import CellSpec, GridConfig
-    from ragleak.grid.store import RunStore
-    from ragleak.metrics.base import MetricContext
-
-    context, label, digest = scoring_context(corpus)
+    from ragleak.grid.store import RunStore, measured_record
+    passages, label, digest = scoring_corpus(corpus)
     specs = [CellSpec(attack="ps", defense=d, corpus=label, epsilon=1.0, budget=1, corpus_digest=digest)
              for d in ("ca-dp", "dp-retrieval")]
     store = RunStore(tmp_path / "run")
@@ -139,7 +139,8 @@ def test_report_html_shows_ca_dp_and_dp_retrieval_void_and_assumption_warnings_b
     for spec in specs:
         defense = DEFENSES.get(spec.defense)(**spec.defense_kwargs())
         transcript = _transcript(spec.defense, ["Nothing to say."])
-        store.write(measured_record(spec, transcript, MetricContext(context.passages, None, 0), defense, 0.5))
+        metrics = run_attack(transcript, None, RunContext(), passages).metrics
+        store.write(measured_record(spec, transcript, metrics, defense, 0.5))
     paths = build_report(tmp_path / "run")
     summary = json.loads(Path(paths["summary"]).read_text())
     page = Path(paths["report"]).read_text()

@@ -23,15 +23,15 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Literal, NamedTuple, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragleak.context import RunContext
 from ragleak.errors import ConfigError, RagleakError
 from ragleak.params import build_params
-from ragleak.rag.conversation import Conversation
-from ragleak.rag.target import Target
+from ragleak.pipeline.conversation import Conversation
+from ragleak.pipeline.target import Target
 from ragleak.records import Document, Record, TargetResponse, Trace, digest
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ class QuerySession:
     In ``multi`` mode, ``ask`` sends each query as the next turn of a rolling conversation that
     restarts every ``turns`` turns; conversations an attack opens itself are unaffected.
 
-    A target with a ``stop_rule`` (``rag.target.StopRule``: endpoints) is queried until its errors
+    A target with a ``stop_rule`` (``pipeline.target.StopRule``: endpoints) is queried until its errors
     are sustained; then ``stopped`` says why and nothing more is sent (``remaining`` is 0).
     """
 
@@ -307,21 +307,6 @@ class _SessionDoor:
         return record
 
 
-class StreamShape(NamedTuple):
-    """How an attack's queries depend on what the target says, for the grid's dry-run plan: two
-    cells that differ only by a defense acting after generation share their generations exactly
-    when the queries are fixed in advance and no prompt carries an earlier answer."""
-
-    adaptive: bool  # a query depends on earlier answers (an agent, a refinement loop)
-    mode_matters: bool  # the grid's mode axis reaches the queries (QuerySession.ask)
-    carries_answers: bool  # a prompt holds earlier answers (a conversation's history)
-    attacker_calls_per_query: float = 0.0  # the attack's own model calls per target query (estimate)
-    attacker_max_tokens: int | None = None  # the decode cap of those calls; None: the stack's max_tokens
-    # prefill-only passes of the attack's own model over its prompt and one sentence of a target
-    # answer (the sentence's token log-probabilities), per answer sentence
-    likelihood_passes_per_sentence: float = 0.0
-
-
 class AttackResult(BaseModel):
     """What ``Attack.execute`` hands back to the base class."""
 
@@ -346,18 +331,16 @@ class Attack(ABC):
         # constructors store parameters only; models and pools are loaded in run()
         self.params = build_params(type(self), "attack", params, kwargs)
 
-    #: whether a query depends on earlier answers; unknown attacks count as adaptive, so the plan
-    #: never promises shared generations it cannot have
+    #: whether a query depends on earlier answers; unknown attacks count as adaptive, so the grid
+    #: never shares generations between cells that cannot have them (``grid.streams``)
     adaptive: ClassVar[bool] = True
+    #: whether it runs its own conversations (PM): the grid's mode never reaches its queries, and
+    #: its prompts carry earlier answers
+    own_conversations: bool = False
 
     def budget_for(self, view: CorpusView) -> int:
         """The default query budget (MI scales it with the number of candidates)."""
         return self.default_budget
-
-    def stream_shape(self, mode: SessionMode) -> StreamShape:
-        """How this attack's queries depend on the target's answers under ``mode`` (for the plan).
-        By default every query goes through ``QuerySession.ask``, so ``multi`` carries answers."""
-        return StreamShape(adaptive=self.adaptive, mode_matters=True, carries_answers=mode == "multi")
 
     def prepare_corpus(self, documents: list[Document], seed: int) -> tuple[list[Document], CorpusView]:
         """What a grid cell indexes and what the attack may know about it (MI holds out

@@ -25,8 +25,7 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from ragleak.attacks.attacker import LLMAttackMixin, numbered_items
-from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
-                                  StreamShape)
+from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
 from ragleak.attacks.parsing import is_refusal, pii_items, split_chunks
 from ragleak.attacks.pools import load_pool
 from ragleak.attacks.prompt_extraction import belief_from_answers, pool_order
@@ -102,11 +101,6 @@ class Deal(LLMAttackMixin, Attack):
             if combo not in seen and combo not in out:
                 out.append(combo)
         return out[: p.n_candidates]
-
-    def stream_shape(self, mode: SessionMode) -> StreamShape:
-        # the optimizer writes n_candidates strings per call
-        return super().stream_shape(mode)._replace(
-            attacker_calls_per_query=1.0 / self.params.n_candidates, attacker_max_tokens=self.params.optimizer_max_tokens)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         self.bind(ctx)

@@ -36,8 +36,7 @@ import numpy as np
 from pydantic import Field
 
 from ragleak.attacks.attacker import LLMAttackMixin, numbered_items
-from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
-                                  StreamShape)
+from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
 from ragleak.attacks.parsing import is_refusal
 from ragleak.context import RunContext
 from ragleak.rag.embedder import RememberingEncoder
@@ -88,11 +87,6 @@ class Ikea(LLMAttackMixin, Attack):
     default_budget: ClassVar[int] = 256
     description: ClassVar[str] = "IKEA: benign questions steered by anchors, reflection and trust-region mutation"
     Params = IkeaParams
-
-    def stream_shape(self, mode: SessionMode) -> StreamShape:
-        # per query: the LLM writes the questions, then proposes the mutation words
-        return super().stream_shape(mode)._replace(
-            attacker_calls_per_query=2.0, attacker_max_tokens=self.params.llm_max_tokens)
 
     def bind(self, ctx: RunContext) -> None:
         super().bind(ctx)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import re
 
-EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,10}\b")
-PHONE = re.compile(r"(?:\+?1[ .-]?)?\(?\b\d{3}\)?[ .-]?\d{3}[ .-]\d{4}\b")
-# a crude person-name candidate: two or three capitalised words (attacker belief only, not a metric)
-NAME = re.compile(r"\b[A-Z][a-z]{2,}(?: [A-Z][a-z]{2,}){1,2}\b")
+from ragleak.nlp.recognizers import EMAIL_ATTACKER, NAME_ATTACKER, PHONE_ATTACKER
+
+# the attacker-side patterns of ``nlp.recognizers`` (attacker belief only, not a metric)
+EMAIL = EMAIL_ATTACKER.pattern
+PHONE = PHONE_ATTACKER.pattern
+NAME = NAME_ATTACKER.pattern  # a crude person-name candidate: two or three capitalised words
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 WORD = re.compile(r"\w+")
 _PASSAGE_MARK = re.compile(r"(?:^|\n)\s*(?:\*\*)?(?:Passage|Context|Chunk|Document)\s*\d+\s*(?:\*\*)?\s*[:.-]\s*", re.I)

@@ -25,8 +25,7 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
-                                  StreamShape)
+from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
 from ragleak.attacks.parsing import pii_items, split_chunks
 from ragleak.attacks.pools import load_pool
 from ragleak.context import RunContext
@@ -86,10 +85,9 @@ class PromptExtraction(Attack):
         p = self.params
         return len(load_pool(p.pool, p.pool_version).items) * p.turns
 
-    def stream_shape(self, mode: SessionMode) -> StreamShape:
-        if self.params.turns > 1:  # its own conversations: the grid's mode never reaches them
-            return StreamShape(adaptive=False, mode_matters=False, carries_answers=True)
-        return super().stream_shape(mode)
+    @property
+    def own_conversations(self) -> bool:  # type: ignore[override]
+        return self.params.turns > 1  # conversations of its own: the grid's mode never reaches them
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p = self.params

@@ -31,8 +31,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from ragleak.attacks.attacker import LLMAttackMixin, numbered_items
-from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
-                                  StreamShape)
+from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
 from ragleak.attacks.parsing import split_chunks
 from ragleak.context import RunContext
 from ragleak.lcs import rouge_l
@@ -102,11 +101,6 @@ class RagThief(LLMAttackMixin, Attack):
             short.append(chunk)
             new += 1
         return new
-
-    def stream_shape(self, mode: SessionMode) -> StreamShape:
-        # at most one reflection per answer that yields a new chunk
-        return super().stream_shape(mode)._replace(
-            attacker_calls_per_query=1.0, attacker_max_tokens=self.params.reflection_max_tokens)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         self.bind(ctx)

@@ -1,16 +1,22 @@
 """Abstract values of the hook dataflow (``astflow``): facts, scopes, frames and findings.
 
 A value is a frozenset of ``Fact``s, the alternatives of what it may be at run time: the hook's
-input (``FLOW``) or a copy of it, one of its elements (``ELEM``) or fields (``FIELD``), a
+input (``Kind.FLOW``) or a copy of it, one of its elements (``ELEM``) or fields (``FIELD``), a
 constant, new content (``NEW``), a pattern rewrite (``PAT``), a random draw (``RAND``),
 something the analysis cannot see (``UNK``), retrieved text (``CTXS``), and so on.
+
+The lattice: values are ordered by inclusion and joined by ``union`` (more alternatives, less
+known); an environment (variable -> value) is joined pointwise by ``join_envs``, a name bound on
+one side only keeping that side's value. A loop is run to a fixpoint of its head state
+(``loop_head``, ``loop_exit``), at most ``MAX_LOOP_ROUNDS`` rounds.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from enum import StrEnum
+from typing import Any, Callable, Iterable, Mapping
 
 from ragleak.audit.source import Module
 
@@ -28,9 +34,14 @@ CASE_METHODS = frozenset({"upper", "lower", "casefold", "title", "capitalize", "
 PURE_BUILTINS = frozenset({"len", "isinstance", "id", "type", "bool", "hash", "repr", "print", "getattr", "hasattr",
                            "range", "callable", "issubclass", "iter", "next", "dict", "set", "frozenset", "super"})
 MAX_DEPTH = 6
-#: Expressions evaluated per hook before the analysis gives up (undetermined): loops run twice
-#: and calls are followed, so a large body can cost more than it is worth.
+#: Expressions evaluated per hook before the analysis gives up (undetermined): loops run to a
+#: fixpoint and calls are followed, so a large body can cost more than it is worth.
 MAX_STEPS = 60_000
+#: Passes over a loop body: at least ``MIN_LOOP_ROUNDS``, then until the state at the loop head
+#: stops growing; a value still growing after ``MAX_LOOP_ROUNDS`` passes (nested one level deeper
+#: per pass, say) may also be something the analysis cannot see (``widen``).
+MIN_LOOP_ROUNDS = 2
+MAX_LOOP_ROUNDS = 8
 
 
 class _Budget(Exception):
@@ -38,11 +49,49 @@ class _Budget(Exception):
 _RNG_FACTORIES = frozenset({"rng", "default_rng", "Random", "RandomState", "Generator"})
 
 
+class Kind(StrEnum):
+    """What one alternative of an abstract value is. A ``StrEnum``: a member equals its name as a
+    string, so facts and findings read the same in notes and test output."""
+
+    # the hook's input and what is taken from it
+    FLOW = "FLOW"  # an input itself or a copy with the same content (``flow`` says which)
+    ELEM = "ELEM"  # one element of an input list
+    FIELD = "FIELD"  # a field of an input record (``name`` is the path)
+    COLUMN = "COLUMN"  # one field of every element, in order (``[p.text for p in passages]``)
+    PARTS = "PARTS"  # an input text split on a separator (``name``)
+    PART = "PART"  # one piece of ``PARTS``
+    PLAIN = "PLAIN"  # the result of the plain ``generator.generate(messages)``
+    CTXS = "CTXS"  # text made from the retrieved passages
+    # what the hook passes on instead
+    CONST = "CONST"  # a constant (``value``)
+    NEW = "NEW"  # new content computed by the hook
+    PAT = "PAT"  # a change made only where a pattern (``name``) matches
+    RAND = "RAND"  # a value drawn from a random generator
+    UNK = "UNK"  # the result of code the analysis cannot see
+    OTHER = "OTHER"  # something not derived from the input (state, an index, a builtin's result)
+    # values the interpreter follows but a hook never passes on as content
+    MATCH = "MATCH"  # the result of a pattern test (regex search, ``"x" in s``, ``startswith``)
+    REGEX = "REGEX"  # a compiled pattern
+    REMOD = "REMOD"  # a function of the ``re`` module
+    RNG = "RNG"  # a random generator
+    SELF = "SELF"  # the defense instance
+    GEN = "GEN"  # the generator handed to ``generate`` (``name``: a bound method of it)
+    INST = "INST"  # an instance of a class whose source is read (``value``: module, class)
+    CLASS = "CLASS"  # a class (a record type, or one whose source is read)
+    FUNC = "FUNC"  # a function or bound method whose source is read
+    LAMBDA = "LAMBDA"  # a lambda with its closure
+    MODULE = "MODULE"  # an imported module (``name``)
+    LOGGER = "LOGGER"  # a logger: calls on it change nothing
+    TUPLE = "TUPLE"  # a fixed-length sequence (``items``)
+    ENUM = "ENUM"  # ``enumerate(x)`` (``items``: x)
+    ZIP = "ZIP"  # ``zip(...)`` (``items``: its arguments)
+
+
 @dataclass(frozen=True)
 class Fact:
     """One alternative of an abstract value."""
 
-    kind: str  # FLOW ELEM FIELD PARTS PART CONST NEW PAT UNK OTHER RAND RNG MATCH REGEX SELF INST GEN PLAIN CTXS TUPLE ENUM ZIP MODULE LOGGER FUNC
+    kind: Kind
     flow: str = ""  # which input a FLOW/ELEM/FIELD/PARTS/PART derives from: in, msgs, ctx, genp
     name: str = ""  # FIELD path, PARTS separator, PAT/REGEX pattern, INST/FUNC/MODULE key
     note: str = ""
@@ -51,24 +100,101 @@ class Fact:
     items: tuple = ()  # TUPLE/ENUM/ZIP members (each a frozenset of Facts)
     alias: bool = False  # FLOW: the very object the hook received
 
+    def __post_init__(self) -> None:
+        if type(self.kind) is not Kind:  # a misspelt kind fails here, not as a silent miss
+            object.__setattr__(self, "kind", Kind(self.kind))
+
 
 Val = frozenset
 
-CONST_NONE = Val({Fact("CONST", value=None)})
+CONST_NONE = Val({Fact(Kind.CONST, value=None)})
 
 
-def one(kind: str, **kw) -> Val:
+def one(kind: Kind, **kw) -> Val:
     return Val({Fact(kind, **kw)})
 
 
 def union(*vals: Iterable[Fact]) -> Val:
+    """The join of abstract values: every alternative of each (the empty value is the bottom)."""
     out: set[Fact] = set()
     for v in vals:
         out |= set(v)
     return Val(out)
 
 
-def kinds(v: Val) -> set[str]:
+Env = dict[str, Val]
+
+
+def join_envs(*envs: Mapping[str, Val]) -> Env:
+    """The join of abstract states where control flow merges (if/else, match cases, try/except,
+    a loop's head and exit): pointwise ``union``. A name bound on some of the paths only keeps
+    those paths' alternatives: reading it after a path that did not bind it fails at run time,
+    so that path adds nothing to what a successful read gives."""
+    out: Env = {}
+    for env in envs:
+        for k, v in env.items():
+            out[k] = union(out.get(k, Val()), v)
+    return out
+
+
+@dataclass(frozen=True)
+class LoopStates:
+    """What the passes over a loop body reached: the states at the end of a pass (falling off the
+    body or at a ``continue``), the states at a ``break``, the passes run, and the names whose
+    value still grew in the last pass (empty when the head state settled)."""
+
+    ends: tuple[Env, ...]
+    breaks: tuple[Env, ...]
+    rounds: int
+    unsettled: frozenset[str] = frozenset()
+
+
+def loop_head(pre: Mapping[str, Val], ends: Iterable[Mapping[str, Val]]) -> Env:
+    """The state at the head of a loop: before the first pass, or after any pass that goes round again."""
+    return join_envs(pre, *ends)
+
+
+def loop_fixpoint(one_pass: Callable[[Env], tuple[list[Env], list[Env]]], pre: Mapping[str, Val],
+                  min_rounds: int = MIN_LOOP_ROUNDS, max_rounds: int = MAX_LOOP_ROUNDS) -> LoopStates:
+    """Run ``one_pass`` (the body from a head state: the states it ends in, and at its breaks)
+    from ``pre`` until the head state stops growing (a fixpoint of ``loop_head``), at least
+    ``min_rounds`` and at most ``max_rounds`` passes. Values only grow from pass to pass, but a
+    value may grow without end (``acc = [acc, p]`` nests one level deeper each time): the names
+    still growing after ``max_rounds`` are reported in ``unsettled``."""
+    head, ends, breaks = dict(pre), [], []
+    for rounds in range(1, max_rounds + 1):
+        pass_ends, pass_breaks = one_pass(dict(head))
+        ends += pass_ends
+        breaks += pass_breaks
+        nxt = loop_head(pre, ends)
+        if nxt == head and rounds >= min_rounds:
+            return LoopStates(tuple(ends), tuple(breaks), rounds)
+        head, last = nxt, head
+    unsettled = frozenset(k for k in head if head[k] != last.get(k))
+    return LoopStates(tuple(ends), tuple(breaks), max_rounds, unsettled)
+
+
+def widen(env: Mapping[str, Val], names: Iterable[str], note: str, where: str) -> Env:
+    """``env`` with an unknown alternative added to each of ``names`` (values a loop did not settle)."""
+    out = dict(env)
+    for k in names:
+        if k in out:
+            out[k] = union(out[k], one(Kind.UNK, note=f"`{k}` {note}", where=where))
+    return out
+
+
+def loop_exit(pre: Mapping[str, Val], ends: Iterable[Mapping[str, Val]], full: bool) -> Env:
+    """The state when a loop ends normally (before its ``else``; breaks are joined after that):
+    the end of any pass, or the state before the loop (no pass at all). A loop that visits every
+    element of a hook input (``full``) leaves out the no-pass state: for an empty input the
+    element-by-element rebuild (``out = []; for p in passages: out.append(p)``) is the input
+    itself, so ``[]`` there is no change. Without any pass that ends normally, only the no-pass
+    state is left."""
+    ends = list(ends)
+    return join_envs(*ends) if full and ends else join_envs(pre, *ends)
+
+
+def kinds(v: Val) -> set[Kind]:
     return {f.kind for f in v}
 
 
@@ -76,7 +202,7 @@ def const_of(v: Val) -> tuple[bool, Any]:
     """(True, value) when ``v`` is exactly one constant."""
     if len(v) == 1:
         (f,) = v
-        if f.kind == "CONST":
+        if f.kind == Kind.CONST:
             return True, f.value
     return False, None
 
@@ -147,10 +273,14 @@ class Frame:
     full_loop: bool = False
     returns: list[Val] = field(default_factory=list)
     empty: frozenset[str] = frozenset()  # inputs this branch has established to be empty
+    breaks: list[Env] = field(default_factory=list)  # states at a `break` of the innermost loop
+    continues: list[Env] = field(default_factory=list)  # states at a `continue` of the innermost loop
 
     def child(self, **kw) -> "Frame":
+        """A frame for a branch: a copy of the state; breaks and continues go to the same loop."""
         data = {"module": self.module, "owner": self.owner, "env": dict(self.env), "scope": self.scope,
-                "guard": self.guard, "full_loop": self.full_loop, "empty": self.empty}
+                "guard": self.guard, "full_loop": self.full_loop, "empty": self.empty,
+                "breaks": self.breaks, "continues": self.continues}
         data.update(kw)
         return Frame(**data)
 
@@ -197,19 +327,20 @@ def _compare(op: ast.cmpop, a, b) -> bool:
 
 
 def classify(value: Val, hook: str) -> tuple[str, Fact | None]:
-    """The worst class among the alternatives a hook may pass on: changed > ctx > pattern > unknown > same."""
+    """The worst class among the alternatives a hook may pass on: ctx > changed > pattern > unknown
+    > same (the empty value is "same"), with the first fact of that class (none for "same")."""
     order = {"changed": 4, "ctx": 5, "pattern": 2, "unknown": 1, "same": 0}
     worst, worst_fact = "same", None
     for f in value:
-        if f.kind == "FLOW" and f.flow == "in":
+        if f.kind == Kind.FLOW and f.flow == "in":
             cls = "same"
-        elif f.kind == "CONST" and f.value is None and hook in STR_HOOKS:
+        elif f.kind == Kind.CONST and f.value is None and hook in STR_HOOKS:
             cls = "changed"
-        elif hook in STR_HOOKS and (f.kind == "CTXS" or f.kind == "FIELD" and f.flow == "ctx"):
+        elif hook in STR_HOOKS and (f.kind == Kind.CTXS or f.kind == Kind.FIELD and f.flow == "ctx"):
             cls = "ctx"
-        elif f.kind == "PAT":
+        elif f.kind == Kind.PAT:
             cls = "pattern"
-        elif f.kind == "UNK":
+        elif f.kind == Kind.UNK:
             cls = "unknown"
         else:
             cls = "changed"

@@ -2,7 +2,7 @@
 
 A small abstract interpreter over the hook's AST. Every expression evaluates to a set of
 ``Fact``s (the alternatives of what the value may be); statements run flow-sensitively, branches
-are joined, loops run twice. Calls are followed into the class, its bases (``self.m()``,
+are joined, loops run to a fixpoint. Calls are followed into the class, its bases (``self.m()``,
 ``super().m()``, properties), module functions, instances created in ``__init__`` and functions
 imported from modules whose source can be found; anything else is an unknown call. This module
 turns what the interpreter found into a verdict; the abstract values are in ``absval``, the
@@ -37,12 +37,14 @@ import ast
 from dataclasses import dataclass
 
 from ragleak.audit.absval import (
+    Kind,
     CONST_NONE,
     HOOK_PARAMS,
     MAX_STEPS,
     _body,
     _Budget,
     classify,
+    Fact,
     Frame,
     one,
     Scope,
@@ -54,7 +56,7 @@ from ragleak.audit.absval import (
 from ragleak.audit.astinterp import Interpreter
 from ragleak.audit.source import Module
 
-__all__ = ["BodyVerdict", "Fact", "Scope", "analyse_function", "classify_body", "strip_docstring"]
+__all__ = ["BodyVerdict", "Fact", "Kind", "Scope", "analyse_function", "classify_body", "strip_docstring"]
 
 
 @dataclass(frozen=True)
@@ -105,16 +107,16 @@ def analyse_function(module: Module, func: ast.FunctionDef, hook: str, scope: Sc
     params = [a.arg for a in func.args.posonlyargs + func.args.args]
     env: dict[str, Val] = {}
     if params:
-        env[params[0]] = one("SELF")
+        env[params[0]] = one(Kind.SELF)
     for name, flow in zip(params[1:], HOOK_PARAMS[hook]):
         if flow == "in":
-            env[name] = one("FLOW", flow="in", alias=True, note=f"the argument {name}")
+            env[name] = one(Kind.FLOW, flow="in", alias=True, note=f"the argument {name}")
         elif flow in {"msgs", "ctx"}:
-            env[name] = one("FLOW", flow=flow, alias=True, note=f"the argument {name}")
+            env[name] = one(Kind.FLOW, flow=flow, alias=True, note=f"the argument {name}")
         elif flow == "gen":
-            env[name] = one("GEN", note=f"the argument {name}")
+            env[name] = one(Kind.GEN, note=f"the argument {name}")
         else:
-            env[name] = one("OTHER", note=f"the argument {name}")
+            env[name] = one(Kind.OTHER, note=f"the argument {name}")
     frame = Frame(module, owner, env, scope)
     interp.stack.append(id(func))
     try:
@@ -147,9 +149,9 @@ def _verdict(interp: Interpreter, value: Val, hook: str, func: ast.FunctionDef, 
     if cls == "changed" or mutation is not None:
         if cls == "changed" and fact:
             where = fact.where
-            lead = {"RAND": "passes on a value computed from a random draw",
-                    "OTHER": "passes on a value not derived from its input",
-                    "CONST": "passes on a constant"}.get(fact.kind, "passes on changed content")
+            lead = {Kind.RAND: "passes on a value computed from a random draw",
+                    Kind.OTHER: "passes on a value not derived from its input",
+                    Kind.CONST: "passes on a constant"}.get(fact.kind, "passes on changed content")
             note = f"{lead}: {fact.note}" if fact.note else lead
         else:
             where, note = mutation.where, f"changes its input in place: {mutation.note}"

@@ -1,5 +1,7 @@
-"""Statements and expressions of the hook dataflow: flow-sensitive, branches joined, loops run
-twice, constant conditions folded, pattern guards tracked (calls are in ``astcalls``)."""
+"""Statements and expressions of the hook dataflow: flow-sensitive, branches joined
+(``absval.join_envs``), loops run to a fixpoint with their ``break``/``continue``/``else`` paths
+(``absval.loop_fixpoint``), constant conditions folded, pattern guards tracked (calls are in
+``astcalls``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,12 @@ from dataclasses import replace
 
 from ragleak.audit import markers
 from ragleak.audit.absval import (
+    Env,
+    join_envs,
+    Kind,
+    loop_exit,
+    loop_fixpoint,
+    widen,
     CONST_NONE,
     MAX_DEPTH,
     MAX_STEPS,
@@ -55,8 +63,8 @@ class Interpreter(CallsMixin):
         pattern = frame.guard.removeprefix("pattern:")
         out = set()
         for f in v:
-            if f.kind in {"NEW", "RAND", "OTHER", "CONST"}:
-                out.add(Fact("PAT", name=pattern, note=f"{f.note or 'a change'} only where `{pattern}` matches",
+            if f.kind in {Kind.NEW, Kind.RAND, Kind.OTHER, Kind.CONST}:
+                out.add(Fact(Kind.PAT, name=pattern, note=f"{f.note or 'a change'} only where `{pattern}` matches",
                              where=f.where))
             else:
                 out.add(f)
@@ -84,12 +92,18 @@ class Interpreter(CallsMixin):
         if isinstance(stmt, ast.Return):
             value = self.eval(stmt.value, frame) if stmt.value is not None else CONST_NONE
             if frame.empty:  # an empty literal where the input is known to be empty is the input
-                value = Val(Fact("FLOW", flow=next(iter(frame.empty))) if f.kind == "CONST" and f.value in ((), "")
-                            else f for f in value)
+                value = Val(Fact(Kind.FLOW, flow=next(iter(frame.empty)))
+                            if f.kind == Kind.CONST and f.value in ((), "") else f for f in value)
             frame.returns.append(self.guarded(value, frame))
             return True
-        if isinstance(stmt, (ast.Raise, ast.Continue, ast.Break)):
-            if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+        if isinstance(stmt, (ast.Break, ast.Continue)):
+            # the state goes on after the loop (a break, its `else` skipped) or round again (a
+            # continue); behind a pattern test it does so only where the pattern matches
+            state = {k: self.guarded(v, frame) for k, v in frame.env.items()}
+            (frame.breaks if isinstance(stmt, ast.Break) else frame.continues).append(state)
+            return True
+        if isinstance(stmt, ast.Raise):
+            if stmt.exc is not None:
                 self.eval(stmt.exc, frame)
             return True
         if isinstance(stmt, ast.Expr):
@@ -126,9 +140,9 @@ class Interpreter(CallsMixin):
                 sub.returns = frame.returns
                 ends = self.run_block(case.body, sub) and ends
                 envs.append(sub.env)
-            frame.env = self.join(frame.env, *envs)
+            frame.env = join_envs(frame.env, *envs)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            frame.env[stmt.name] = one("OTHER", note=f"local {stmt.name}")
+            frame.env[stmt.name] = one(Kind.OTHER, note=f"local {stmt.name}")
         return False
 
     def run_if(self, stmt: ast.If, frame: Frame) -> bool:
@@ -150,7 +164,7 @@ class Interpreter(CallsMixin):
         ends_else = self.run_block(stmt.orelse, orelse)
         live = [f.env for f, ends in ((body, ends_body), (orelse, ends_else)) if not ends]
         if live:
-            frame.env = self.join(*live)
+            frame.env = join_envs(*live)
         if ends_body and ends_else:
             return True
         if ends_body or ends_else:  # what follows runs only when the other branch was taken
@@ -172,7 +186,7 @@ class Interpreter(CallsMixin):
                 subject = left
         if not isinstance(subject, ast.Name):
             return None
-        flows = {f.flow for f in frame.env.get(subject.id, ()) if f.kind == "FLOW"}
+        flows = {f.flow for f in frame.env.get(subject.id, ()) if f.kind == Kind.FLOW}
         return "in" if flows == {"in"} else None
 
     def branch_guard(self, frame: Frame, test: ast.expr, pattern: str | None) -> str:
@@ -181,6 +195,8 @@ class Interpreter(CallsMixin):
         return f"pattern:{pattern}" if pattern else f"cond:{snippet(test, 50)}"
 
     def run_loop(self, stmt, frame: Frame) -> None:
+        """``for``/``while``: the body run to a fixpoint of the loop head (``loop_fixpoint``), then the
+        ``else`` clause from the normal exit, then the states at a ``break`` joined in."""
         pre = dict(frame.env)
         if isinstance(stmt, ast.While):
             truth, pattern = self.test(stmt.test, frame)
@@ -188,25 +204,31 @@ class Interpreter(CallsMixin):
                 self.run_block(stmt.orelse, frame)
                 return
             mentioned = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
-            full = any(f.kind == "FLOW" and f.flow == "in" for n in mentioned for f in frame.env.get(n, ()))
+            full = any(f.kind == Kind.FLOW and f.flow == "in" for n in mentioned for f in frame.env.get(n, ()))
             guard = frame.guard if not pattern else self.branch_guard(frame, stmt.test, pattern)
             elements = None
         else:
             it = self.eval(stmt.iter, frame)
             full = self.is_full(it)
             elements = self.elements(it)
-            pattern = next((f.name for f in it if f.kind == "MATCH"), None)
+            pattern = next((f.name for f in it if f.kind == Kind.MATCH), None)
             guard = self.branch_guard(frame, stmt.iter, pattern) if pattern else frame.guard
-        body = frame.child(guard=guard, full_loop=full or frame.full_loop)
-        body.returns = frame.returns
-        envs = []
-        for _ in range(2):
+
+        def one_pass(head: Env) -> tuple[list[Env], list[Env]]:
+            body = frame.child(env=head, guard=guard, full_loop=full or frame.full_loop, breaks=[], continues=[])
+            body.returns = frame.returns
             if elements is not None:
                 self.assign(stmt.target, elements, body, stmt)
-            self.run_block(stmt.body, body)
-            envs.append(dict(body.env))
-        frame.env = self.join(*envs) if full else self.join(pre, *envs)
-        self.run_block(stmt.orelse, frame)
+            ends = self.run_block(stmt.body, body)
+            return ([] if ends else [body.env]) + body.continues, body.breaks
+
+        states = loop_fixpoint(one_pass, pre)
+        note = f"still changes after {states.rounds} passes of the loop at line {stmt.lineno}"
+        frame.env = widen(loop_exit(pre, states.ends, full), states.unsettled, note, frame.at(stmt))
+        ends_else = self.run_block(stmt.orelse, frame)
+        if states.breaks:
+            breaks = [widen(b, states.unsettled, note, frame.at(stmt)) for b in states.breaks]
+            frame.env = join_envs(*([] if ends_else else [frame.env]), *breaks)
 
     def run_try(self, stmt: ast.Try, frame: Frame) -> bool:
         pre = dict(frame.env)
@@ -216,23 +238,15 @@ class Interpreter(CallsMixin):
             sub = frame.child(env=dict(pre))
             sub.returns = frame.returns
             if handler.name:
-                sub.env[handler.name] = one("OTHER", note="exception")
+                sub.env[handler.name] = one(Kind.OTHER, note="exception")
             if not self.run_block(handler.body, sub):
                 envs.append(sub.env)
         if not ends:
             self.run_block(stmt.orelse, frame)
-        frame.env = self.join(*envs) if envs else frame.env
+        frame.env = join_envs(*envs) if envs else frame.env
         if stmt.finalbody:
             self.run_block(stmt.finalbody, frame)
         return not envs
-
-    @staticmethod
-    def join(*envs: dict[str, Val]) -> dict[str, Val]:
-        out: dict[str, Val] = {}
-        for env in envs:
-            for k, v in env.items():
-                out[k] = union(out.get(k, Val()), v)
-        return out
 
     # ---- assignment and mutation
 
@@ -243,11 +257,11 @@ class Interpreter(CallsMixin):
         elif isinstance(target, (ast.Tuple, ast.List)):
             ok, c = const_of(value)
             if ok and isinstance(c, tuple) and len(c) == len(target.elts):
-                value = one("TUPLE", items=tuple(one("CONST", value=x) for x in c))
-            tuples = [f for f in value if f.kind == "TUPLE" and len(f.items) == len(target.elts)]
+                value = one(Kind.TUPLE, items=tuple(one(Kind.CONST, value=x) for x in c))
+            tuples = [f for f in value if f.kind == Kind.TUPLE and len(f.items) == len(target.elts)]
             for i, elt in enumerate(target.elts):
                 if isinstance(elt, ast.Starred):
-                    self.assign(elt.value, one("OTHER"), frame, stmt)
+                    self.assign(elt.value, one(Kind.OTHER), frame, stmt)
                 elif tuples and len(tuples) == len(value):
                     self.assign(elt, union(*(t.items[i] for t in tuples)), frame, stmt)
                 else:
@@ -257,12 +271,12 @@ class Interpreter(CallsMixin):
         elif isinstance(target, ast.Attribute):
             self.store_attr(target, value, frame, stmt)
         elif isinstance(target, ast.Starred):
-            self.assign(target.value, one("OTHER"), frame, stmt)
+            self.assign(target.value, one(Kind.OTHER), frame, stmt)
 
     def store_item(self, target: ast.Subscript, value: Val, frame: Frame, stmt: ast.AST) -> None:
         base = self.eval(target.value, frame)
         is_slice = isinstance(target.slice, ast.Slice)
-        if any(f.kind == "FLOW" for f in base):
+        if any(f.kind == Kind.FLOW for f in base):
             whole = is_slice and target.slice.lower is None and target.slice.upper is None and target.slice.step is None
             if whole:
                 cls = self.classify_list(value)
@@ -270,10 +284,11 @@ class Interpreter(CallsMixin):
                     self.mutate(target.value, "content", f"`{snippet(stmt)}` replaces the list's content", frame,
                                 stmt, value=value)
                 elif isinstance(target.value, ast.Name):
-                    frame.env[target.value.id] = Val({replace(f, alias=True) if f.kind == "FLOW" else f for f in value})
+                    frame.env[target.value.id] = Val({replace(f, alias=True) if f.kind == Kind.FLOW else f
+                                                      for f in value})
                 return
-            flows = {f.flow for f in base if f.kind == "FLOW"}
-            if not is_slice and all(f.kind == "ELEM" and f.flow in flows for f in value):
+            flows = {f.flow for f in base if f.kind == Kind.FLOW}
+            if not is_slice and all(f.kind == Kind.ELEM and f.flow in flows for f in value):
                 return  # an element of the same list stored back: a re-ordering at most
             self.mutate(target.value, "content", f"`{snippet(stmt)}` stores into the input in place", frame,
                         stmt, value=value)
@@ -285,17 +300,17 @@ class Interpreter(CallsMixin):
             frame.env[f"self.{target.attr}"] = value
             return
         base = self.eval(target.value, frame)
-        if "GEN" in kinds(base):
+        if Kind.GEN in kinds(base):
             self.gen_changed = f"`{snippet(stmt)}` changes the generator's settings"
             self.finding("changed", self.gen_changed, frame.at(stmt), frame)
-        elif kinds(base) & {"ELEM", "FIELD"} and target.attr not in NON_CHANNEL_FIELDS:
+        elif kinds(base) & {Kind.ELEM, Kind.FIELD} and target.attr not in NON_CHANNEL_FIELDS:
             self.finding("changed", f"`{snippet(stmt)}` changes an input record in place", frame.at(stmt), frame)
 
     def aug_assign(self, stmt: ast.AugAssign, frame: Frame) -> None:
         if isinstance(stmt.target, ast.Name):
             current = frame.env.get(stmt.target.id, self.eval(stmt.target, frame))
             rhs = self.eval(stmt.value, frame)
-            if any(f.kind == "FLOW" and f.alias and f.flow == "in" for f in current) and self.hook not in STR_HOOKS:
+            if any(f.kind == Kind.FLOW and f.alias and f.flow == "in" for f in current) and self.hook not in STR_HOOKS:
                 self.mutate(stmt.target, "content", f"`{snippet(stmt)}` extends the input in place", frame, stmt)
             frame.env[stmt.target.id] = self.guarded(self.binop(stmt.op, current, rhs, stmt, frame), frame)
         else:
@@ -303,12 +318,12 @@ class Interpreter(CallsMixin):
             if isinstance(stmt.target, ast.Subscript):
                 self.mutate(stmt.target.value, "content", f"`{snippet(stmt)}` changes the input in place", frame, stmt)
             elif isinstance(stmt.target, ast.Attribute):
-                self.store_attr(stmt.target, one("NEW"), frame, stmt)
+                self.store_attr(stmt.target, one(Kind.NEW), frame, stmt)
 
     def mutate(self, node: ast.expr, how: str, note: str, frame: Frame, stmt: ast.AST, value: Val | None = None) -> None:
         """An in-place change of the value ``node`` names: the input itself, or a local copy."""
         current = self.eval(node, frame)
-        flows = [f for f in current if f.kind == "FLOW"]
+        flows = [f for f in current if f.kind == Kind.FLOW]
         if not flows:
             return
         if how == "order":
@@ -319,32 +334,34 @@ class Interpreter(CallsMixin):
             cls = {"same": "changed", "ctx": "changed"}.get(cls, cls)
             self.finding(cls, note, frame.at(stmt), frame)
         if isinstance(node, ast.Name):
-            frame.env[node.id] = self.guarded(one("NEW", note=note, where=frame.at(stmt)), frame)
+            frame.env[node.id] = self.guarded(one(Kind.NEW, note=note, where=frame.at(stmt)), frame)
 
     def collect(self, name: str, value: Val, frame: Frame, stmt: ast.AST) -> None:
         """An element added to a local container (``out.append(x)``, ``out[k] = x``)."""
         current = frame.env.get(name, Val())
-        if not (kinds(current) <= {"CONST", "FLOW", "NEW", "PAT", "UNK", "OTHER", "RAND", "CTXS"}):
+        if not (kinds(current) <= {Kind.CONST, Kind.FLOW, Kind.NEW, Kind.PAT, Kind.UNK, Kind.OTHER, Kind.RAND,
+                                   Kind.CTXS}):
             return
-        if any(f.kind == "FLOW" and f.alias for f in current):
+        if any(f.kind == Kind.FLOW and f.alias for f in current):
             return
-        elem_flows = {f.flow for f in value if f.kind == "ELEM"}
-        if value and all(f.kind == "ELEM" for f in value) and len(elem_flows) == 1:
+        elem_flows = {f.flow for f in value if f.kind == Kind.ELEM}
+        if value and all(f.kind == Kind.ELEM for f in value) and len(elem_flows) == 1:
             flow = elem_flows.pop()
             unguarded = frame.guard is None
             if frame.full_loop and unguarded:
-                added = one("FLOW", flow=flow, note="rebuilt element by element")
+                added = one(Kind.FLOW, flow=flow, note="rebuilt element by element")
             elif frame.guard and frame.guard.startswith("pattern:"):
-                added = one("PAT", name=frame.guard.removeprefix("pattern:"),
+                added = one(Kind.PAT, name=frame.guard.removeprefix("pattern:"),
                             note=f"keeps elements depending on `{frame.guard.removeprefix('pattern:')}`",
                             where=frame.at(stmt))
             else:
-                added = one("NEW", note=f"`{snippet(stmt)}` collects a subset or re-arrangement", where=frame.at(stmt))
-        elif any(f.kind in {"FIELD", "CTXS"} and f.flow == "ctx" or f.kind == "CTXS" for f in value):
-            added = one("CTXS", note="collects retrieved passage text", where=frame.at(stmt))
+                added = one(Kind.NEW, note=f"`{snippet(stmt)}` collects a subset or re-arrangement",
+                            where=frame.at(stmt))
+        elif any(f.kind in {Kind.FIELD, Kind.CTXS} and f.flow == "ctx" or f.kind == Kind.CTXS for f in value):
+            added = one(Kind.CTXS, note="collects retrieved passage text", where=frame.at(stmt))
         else:
             added = self.derived(value, f"`{snippet(stmt)}`", frame.at(stmt))
-        kept = Val(f for f in current if not (f.kind == "CONST" and f.value in ((), None)))
+        kept = Val(f for f in current if not (f.kind == Kind.CONST and f.value in ((), None)))
         frame.env[name] = self.guarded(union(kept, added), frame)
 
     # ---- tests
@@ -358,7 +375,7 @@ class Interpreter(CallsMixin):
                 return bool(c), None
             except Exception:  # noqa: BLE001 - a constant without a truth value
                 return None, None
-        pattern = next((f.name for f in value if f.kind == "MATCH"), None)
+        pattern = next((f.name for f in value if f.kind == Kind.MATCH), None)
         return None, pattern
 
     # ---- expressions
@@ -374,11 +391,11 @@ class Interpreter(CallsMixin):
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.eval(child, frame)
-            return one("OTHER", note=snippet(node), where=frame.at(node))
+            return one(Kind.OTHER, note=snippet(node), where=frame.at(node))
         return method(node, frame)
 
     def e_Constant(self, node: ast.Constant, frame: Frame) -> Val:
-        return one("CONST", value=node.value, where=frame.at(node), note=f"the literal {snippet(node, 40)}")
+        return one(Kind.CONST, value=node.value, where=frame.at(node), note=f"the literal {snippet(node, 40)}")
 
     def e_Name(self, node: ast.Name, frame: Frame) -> Val:
         name = node.id
@@ -386,48 +403,48 @@ class Interpreter(CallsMixin):
             return frame.env[name]
         module = frame.module
         if name in module.patterns:
-            return one("REGEX", name=name)
+            return one(Kind.REGEX, name=name)
         if name in module.constants:
             return self.module_constant(module, name)
         if name in module.functions:
-            return one("FUNC", name=name, value=(module, module.functions[name], -1))
+            return one(Kind.FUNC, name=name, value=(module, module.functions[name], -1))
         if name in module.classes:
-            return one("CLASS", name=name, value=(module, module.classes[name]))
+            return one(Kind.CLASS, name=name, value=(module, module.classes[name]))
         if name in module.aliases:
-            return one("MODULE", name=module.aliases[name])
+            return one(Kind.MODULE, name=module.aliases[name])
         if name in module.imports:
             return self.imported(*module.imports[name])
         if name in markers.LOGGER_NAMES:
-            return one("LOGGER")
-        return one("OTHER", note=f"`{name}`", where=frame.at(node))
+            return one(Kind.LOGGER)
+        return one(Kind.OTHER, note=f"`{name}`", where=frame.at(node))
 
     def module_constant(self, module: Module, name: str) -> Val:
         key = hash(("const", module.path, name))
         if key in self.stack:
-            return one("OTHER", note=name)
+            return one(Kind.OTHER, note=name)
         self.stack.append(key)
         try:
             value = self.eval(module.constants[name], Frame(module, -1, {}, None))
         finally:
             self.stack.pop()
-        if kinds(value) <= {"CONST", "REGEX", "TUPLE"}:
-            return Val({replace(f, note=f"the constant {name}") if f.kind == "CONST" else f for f in value})
-        return one("OTHER", note=f"the module value {name}")
+        if kinds(value) <= {Kind.CONST, Kind.REGEX, Kind.TUPLE}:
+            return Val({replace(f, note=f"the constant {name}") if f.kind == Kind.CONST else f for f in value})
+        return one(Kind.OTHER, note=f"the module value {name}")
 
     def imported(self, mod: str, attr: str) -> Val:
         if attr in RECORDS or attr == "DecodingParams":
-            return one("CLASS", name=attr)
+            return one(Kind.CLASS, name=attr)
         source = module_source(mod)
         if source is not None:
             if attr in source.functions:
-                return one("FUNC", name=attr, value=(source, source.functions[attr], -1))
+                return one(Kind.FUNC, name=attr, value=(source, source.functions[attr], -1))
             if attr in source.patterns:
-                return one("REGEX", name=attr)
+                return one(Kind.REGEX, name=attr)
             if attr in source.constants:
                 return self.module_constant(source, attr)
             if attr in source.classes:
-                return one("CLASS", name=attr, value=(source, source.classes[attr]))
-        return one("OTHER", name=f"{mod}.{attr}", note=f"`{attr}` imported from {mod}")
+                return one(Kind.CLASS, name=attr, value=(source, source.classes[attr]))
+        return one(Kind.OTHER, name=f"{mod}.{attr}", note=f"`{attr}` imported from {mod}")
 
     def e_Attribute(self, node: ast.Attribute, frame: Frame) -> Val:
         if isinstance(node.value, ast.Name) and node.value.id == "self" and "self" in frame.env:
@@ -440,51 +457,51 @@ class Interpreter(CallsMixin):
 
     def attr_of(self, f: Fact, node: ast.Attribute, frame: Frame) -> Val:
         attr = node.attr
-        if f.kind in {"FLOW", "ELEM", "FIELD"}:
-            if f.kind == "FLOW" and f.flow != "genp":
-                return one("OTHER", note=f".{attr} of the input")
+        if f.kind in {Kind.FLOW, Kind.ELEM, Kind.FIELD}:
+            if f.kind == Kind.FLOW and f.flow != "genp":
+                return one(Kind.OTHER, note=f".{attr} of the input")
             if attr in NON_CHANNEL_FIELDS:
-                return one("OTHER", note=f".{attr}")
-            path = attr if f.kind in {"ELEM", "FLOW"} else f"{f.name}.{attr}"
-            return one("FIELD", flow=f.flow, name=path)
-        if f.kind == "GEN":
+                return one(Kind.OTHER, note=f".{attr}")
+            path = attr if f.kind in {Kind.ELEM, Kind.FLOW} else f"{f.name}.{attr}"
+            return one(Kind.FIELD, flow=f.flow, name=path)
+        if f.kind == Kind.GEN:
             if attr == "params":
                 if self.gen_changed:
-                    return one("NEW", note=self.gen_changed)
-                return one("FLOW", flow="genp", note="the generator's own settings")
-            return one("GEN", name=attr)  # a bound method of the generator
-        if f.kind == "PLAIN":
+                    return one(Kind.NEW, note=self.gen_changed)
+                return one(Kind.FLOW, flow="genp", note="the generator's own settings")
+            return one(Kind.GEN, name=attr)  # a bound method of the generator
+        if f.kind == Kind.PLAIN:
             if attr == "text":
-                return one("FLOW", flow="in", note="the plain generation")
-            return one("OTHER", note=f"generation.{attr}")
-        if f.kind == "MODULE":
+                return one(Kind.FLOW, flow="in", note="the plain generation")
+            return one(Kind.OTHER, note=f"generation.{attr}")
+        if f.kind == Kind.MODULE:
             source = module_source(f.name)
             if f.name in markers.REGEX_MODULES:
-                return one("REMOD", name=attr)
+                return one(Kind.REMOD, name=attr)
             if attr in ("getLogger",) or f.name in {"logging", "warnings"}:
-                return one("LOGGER")
+                return one(Kind.LOGGER)
             if source is not None:
                 return self.imported(f.name, attr)
-            return one("OTHER", note=f"{f.name}.{attr}")
-        if f.kind == "INST":
+            return one(Kind.OTHER, note=f"{f.name}.{attr}")
+        if f.kind == Kind.INST:
             module, cls = f.value
             for meth in cls.body:
                 if isinstance(meth, ast.FunctionDef) and meth.name == attr:
                     if any(_decorator_name(d) == "property" for d in meth.decorator_list):
                         return self.call_function(module, meth, [], {}, Val({f}), -1, node, frame)
-                    return one("FUNC", name=attr, value=(module, meth, -1), items=(Val({f}),))
+                    return one(Kind.FUNC, name=attr, value=(module, meth, -1), items=(Val({f}),))
             given = dict(f.items)
             if attr in given:
                 return given[attr]
-            return one("UNK", note=f"`{snippet(node, 50)}`: an attribute of a {f.name} the analysis cannot see",
+            return one(Kind.UNK, note=f"`{snippet(node, 50)}`: an attribute of a {f.name} the analysis cannot see",
                        where=frame.at(node))
-        if f.kind == "MATCH":
-            return one("MATCH", name=f.name)
-        if f.kind in {"RAND", "RNG"}:
+        if f.kind == Kind.MATCH:
+            return one(Kind.MATCH, name=f.name)
+        if f.kind in {Kind.RAND, Kind.RNG}:
             return Val({f})
-        if f.kind == "CTXS":
-            return one("OTHER")
-        return one("OTHER", note=f"`{snippet(node, 50)}`", where=frame.at(node))
+        if f.kind == Kind.CTXS:
+            return one(Kind.OTHER)
+        return one(Kind.OTHER, note=f"`{snippet(node, 50)}`", where=frame.at(node))
 
     def self_attr(self, attr: str, frame: Frame, node: ast.AST) -> Val:
         key = f"self.{attr}"
@@ -492,29 +509,30 @@ class Interpreter(CallsMixin):
             return frame.env[key]
         scope = self.scope
         if scope is None:
-            return one("OTHER", note=f"self.{attr}")
+            return one(Kind.OTHER, note=f"self.{attr}")
         found = scope.find(attr)
         if found is not None:
             idx, func = found
             if any(_decorator_name(d) in {"property", "cached_property"} for d in func.decorator_list):
                 return self.call_function(scope.mro[idx][0], func, [], {}, frame.env["self"], idx, node, frame)
-            return one("FUNC", name=attr, value=(scope.mro[idx][0], func, idx), items=(frame.env["self"],))
+            return one(Kind.FUNC, name=attr, value=(scope.mro[idx][0], func, idx), items=(frame.env["self"],))
         on_self = scope.assigned_on_self(attr)
         declared = scope.class_attr(attr)
         if declared is not None and not on_self:
             idx, expr = declared
             value = self.eval(expr, Frame(scope.mro[idx][0], idx, {}, scope))
-            if kinds(value) <= {"CONST", "REGEX", "TUPLE"}:
-                return Val({replace(f, note=f"the class constant {attr}") if f.kind == "CONST" else f for f in value})
+            if kinds(value) <= {Kind.CONST, Kind.REGEX, Kind.TUPLE}:
+                return Val({replace(f, note=f"the class constant {attr}") if f.kind == Kind.CONST else f
+                            for f in value})
         inits = [(i, v) for i, meth, v in on_self if meth == "__init__" and v is not None]
         if len(on_self) == 1 and len(inits) == 1:
             idx, expr = inits[0]
-            value = self.eval(expr, Frame(scope.mro[idx][0], idx, {"self": one("SELF")}, scope))
-            if kinds(value) <= {"INST", "REGEX", "CONST", "TUPLE"}:
+            value = self.eval(expr, Frame(scope.mro[idx][0], idx, {"self": one(Kind.SELF)}, scope))
+            if kinds(value) <= {Kind.INST, Kind.REGEX, Kind.CONST, Kind.TUPLE}:
                 return value
         if attr == "log":
-            return one("OTHER", note="self.log")
-        return one("OTHER", note=f"the state self.{attr}", where=frame.at(node))
+            return one(Kind.OTHER, note="self.log")
+        return one(Kind.OTHER, note=f"the state self.{attr}", where=frame.at(node))
 
     def e_Subscript(self, node: ast.Subscript, frame: Frame) -> Val:
         base = self.eval(node.value, frame)
@@ -525,42 +543,42 @@ class Interpreter(CallsMixin):
                     self.eval(part, frame)
         out: set[Fact] = set()
         for f in base:
-            if f.kind in {"FLOW", "PARTS"}:
+            if f.kind in {Kind.FLOW, Kind.PARTS}:
                 s = node.slice
                 if isinstance(s, ast.Slice):
                     whole = s.lower is None and s.upper is None
                     step_ok, step = (True, None) if s.step is None else const_of(self.eval(s.step, frame))
-                    text = f.flow == "in" and self.hook in STR_HOOKS and f.kind == "FLOW"
+                    text = f.flow == "in" and self.hook in STR_HOOKS and f.kind == Kind.FLOW
                     if whole and step_ok and step in (None, 1):
                         out.add(replace(f, alias=False))
                     elif whole and step_ok and step == -1 and not text:
                         out.add(replace(f, alias=False, note="reversed"))
                         self.findings.append(Finding("order", f"`{snippet(node)}` re-orders", frame.at(node)))
                     else:
-                        out.add(Fact("NEW", name=f"slice:{f.flow}", note=f"`{snippet(node)}` keeps a part of the input",
-                                     where=frame.at(node)))
+                        out.add(Fact(Kind.NEW, name=f"slice:{f.flow}",
+                                     note=f"`{snippet(node)}` keeps a part of the input", where=frame.at(node)))
                 else:
-                    out.add(Fact("ELEM" if f.kind == "FLOW" else "PART", flow=f.flow, name=f.name))
-            elif f.kind == "TUPLE" and index is not None:
+                    out.add(Fact(Kind.ELEM if f.kind == Kind.FLOW else Kind.PART, flow=f.flow, name=f.name))
+            elif f.kind == Kind.TUPLE and index is not None:
                 ok, i = const_of(index)
                 if ok and isinstance(i, int) and -len(f.items) <= i < len(f.items):
                     out |= f.items[i]
                 else:
-                    out |= union(*f.items) if f.items else {Fact("OTHER")}
-            elif f.kind == "CONST":
+                    out |= union(*f.items) if f.items else {Fact(Kind.OTHER)}
+            elif f.kind == Kind.CONST:
                 ok, i = const_of(index) if index is not None else (False, None)
                 try:
-                    out.add(Fact("CONST", value=_hashable(f.value[i]))) if ok else out.add(Fact("OTHER"))
+                    out.add(Fact(Kind.CONST, value=_hashable(f.value[i]))) if ok else out.add(Fact(Kind.OTHER))
                 except Exception:  # noqa: BLE001 - not subscriptable as folded
-                    out.add(Fact("OTHER"))
-            elif f.kind == "MATCH":
+                    out.add(Fact(Kind.OTHER))
+            elif f.kind == Kind.MATCH:
                 out.add(f)
-            elif f.kind in {"NEW", "PAT", "UNK", "RAND", "CTXS"}:
+            elif f.kind in {Kind.NEW, Kind.PAT, Kind.UNK, Kind.RAND, Kind.CTXS}:
                 out.add(f)
-            elif f.kind == "FIELD":
-                out.add(Fact("NEW", note=f"`{snippet(node)}` keeps a part of a field", where=frame.at(node)))
+            elif f.kind == Kind.FIELD:
+                out.add(Fact(Kind.NEW, note=f"`{snippet(node)}` keeps a part of a field", where=frame.at(node)))
             else:
-                out.add(Fact("OTHER", note=snippet(node, 50)))
+                out.add(Fact(Kind.OTHER, note=snippet(node, 50)))
         return Val(out)
 
     def e_List(self, node, frame: Frame) -> Val:
@@ -580,9 +598,9 @@ class Interpreter(CallsMixin):
             else:
                 items.append(self.eval(elt, frame))
         if all(const_of(v)[0] for v in items):
-            return one("CONST", value=tuple(const_of(v)[1] for v in items), where=frame.at(node),
+            return one(Kind.CONST, value=tuple(const_of(v)[1] for v in items), where=frame.at(node),
                        note=f"the literal `{snippet(node, 60)}`")
-        return one("TUPLE", items=tuple(items), where=frame.at(node))
+        return one(Kind.TUPLE, items=tuple(items), where=frame.at(node))
 
     def e_Dict(self, node: ast.Dict, frame: Frame) -> Val:
         values = [self.eval(v, frame) for v in node.values]
@@ -590,8 +608,8 @@ class Interpreter(CallsMixin):
             if k is not None:
                 self.eval(k, frame)
         if not node.keys:
-            return one("CONST", value=(), note="an empty dict")
-        return one("OTHER", items=tuple(values), note="a dict")
+            return one(Kind.CONST, value=(), note="an empty dict")
+        return one(Kind.OTHER, items=tuple(values), note="a dict")
 
     def e_JoinedStr(self, node: ast.JoinedStr, frame: Frame) -> Val:
         parts = []
@@ -609,42 +627,44 @@ class Interpreter(CallsMixin):
     def concat(self, parts: list[Val], node: ast.AST, frame: Frame) -> Val:
         parts = [p for p in parts if const_of(p) != (True, "")]
         if not parts:
-            return one("CONST", value="")
+            return one(Kind.CONST, value="")
         if len(parts) == 1:
             return Val({replace(f, alias=False) for f in parts[0]})
         if all(const_of(p)[0] and isinstance(const_of(p)[1], str) for p in parts):
-            return one("CONST", value="".join(const_of(p)[1] for p in parts))
+            return one(Kind.CONST, value="".join(const_of(p)[1] for p in parts))
         return self.rejoin(union(*parts), node, frame)
 
     def rejoin(self, value: Val, node: ast.AST, frame: Frame) -> Val:
         """Pieces put together into one text. Slices of the input joined with each other (or with
         what the analysis cannot see) may give the input back: undetermined, unless another piece
         is new content."""
-        slices = {f for f in value if f.kind == "NEW" and f.name.startswith("slice:")}
+        slices = {f for f in value if f.kind == Kind.NEW and f.name.startswith("slice:")}
         rest = value - slices
-        if slices and not (kinds(rest) & {"NEW", "OTHER", "RAND", "RNG", "CTXS"} or
-                           any(f.kind == "CONST" and f.value not in ("", None) for f in rest)):
-            return one("UNK", note=f"`{snippet(node)}` puts pieces of the input back together (the same text "
+        if slices and not (kinds(rest) & {Kind.NEW, Kind.OTHER, Kind.RAND, Kind.RNG, Kind.CTXS} or
+                           any(f.kind == Kind.CONST and f.value not in ("", None) for f in rest)):
+            return one(Kind.UNK, note=f"`{snippet(node)}` puts pieces of the input back together (the same text "
                                    "or not, depending on the bounds)", where=frame.at(node))
         return self.derived(rest if slices and rest else value, f"`{snippet(node)}` builds a new text", frame.at(node))
 
     def derived(self, value: Val, note: str, where: str) -> Val:
         """A value computed from ``value``: the worst of what it is made of."""
         ks = kinds(value)
-        if "RAND" in ks or "RNG" in ks:
-            r = next(f for f in value if f.kind in {"RAND", "RNG"})
-            return one("RAND", note=f"{note} from a random draw ({r.note or 'an rng'})", where=where)
-        if any(f.kind == "CTXS" or (f.kind == "FIELD" and f.flow == "ctx" and f.name.endswith("text")) for f in value):
-            return one("CTXS", note=f"{note} with retrieved passage text", where=where)
-        if ks & {"NEW", "OTHER", "CONST"}:
-            src = next((f for f in value if f.kind == "NEW"), None)
-            return one("NEW", note=src.note if src and src.note else note, where=src.where if src and src.where else where)
-        if "PAT" in ks:
-            p = next(f for f in value if f.kind == "PAT")
+        if Kind.RAND in ks or Kind.RNG in ks:
+            r = next(f for f in value if f.kind in {Kind.RAND, Kind.RNG})
+            return one(Kind.RAND, note=f"{note} from a random draw ({r.note or 'an rng'})", where=where)
+        if any(f.kind == Kind.CTXS or (f.kind == Kind.FIELD and f.flow == "ctx" and f.name.endswith("text"))
+               for f in value):
+            return one(Kind.CTXS, note=f"{note} with retrieved passage text", where=where)
+        if ks & {Kind.NEW, Kind.OTHER, Kind.CONST}:
+            src = next((f for f in value if f.kind == Kind.NEW), None)
+            return one(Kind.NEW, note=src.note if src and src.note else note,
+                       where=src.where if src and src.where else where)
+        if Kind.PAT in ks:
+            p = next(f for f in value if f.kind == Kind.PAT)
             return Val({p})
-        if "UNK" in ks:
-            return Val({next(f for f in value if f.kind == "UNK")})
-        return one("NEW", note=note, where=where)
+        if Kind.UNK in ks:
+            return Val({next(f for f in value if f.kind == Kind.UNK)})
+        return one(Kind.NEW, note=note, where=where)
 
     def e_BinOp(self, node: ast.BinOp, frame: Frame) -> Val:
         left, right = self.eval(node.left, frame), self.eval(node.right, frame)
@@ -655,11 +675,11 @@ class Interpreter(CallsMixin):
         rc, rv = const_of(right)
         if lc and rc:
             try:
-                return one("CONST", value=_hashable(_fold(op, lv, rv)))
+                return one(Kind.CONST, value=_hashable(_fold(op, lv, rv)))
             except Exception:  # noqa: BLE001 - not foldable
-                return one("OTHER")
+                return one(Kind.OTHER)
         if isinstance(op, ast.Mod) and lc and lv == "%s":
-            items = [f for f in right if f.kind == "TUPLE"]
+            items = [f for f in right if f.kind == Kind.TUPLE]
             inner = items[0].items[0] if items and len(items[0].items) == 1 and len(right) == 1 else right
             return Val({replace(f, alias=False) for f in inner})
         if isinstance(op, ast.Add):
@@ -676,20 +696,20 @@ class Interpreter(CallsMixin):
         return self.derived(union(left, right), f"`{snippet(node)}`", frame.at(node))
 
     def is_text(self, v: Val) -> bool:
-        return any(f.kind == "FLOW" and f.flow == "in" and self.hook in STR_HOOKS or f.kind == "CTXS"
-                   or (f.kind == "FIELD" and f.name.endswith(("text", "content"))) for f in v)
+        return any(f.kind == Kind.FLOW and f.flow == "in" and self.hook in STR_HOOKS or f.kind == Kind.CTXS
+                   or (f.kind == Kind.FIELD and f.name.endswith(("text", "content"))) for f in v)
 
     def e_UnaryOp(self, node: ast.UnaryOp, frame: Frame) -> Val:
         v = self.eval(node.operand, frame)
         ok, c = const_of(v)
         if ok:
             try:
-                return one("CONST", value={ast.Not: lambda x: not x, ast.USub: lambda x: -x,
+                return one(Kind.CONST, value={ast.Not: lambda x: not x, ast.USub: lambda x: -x,
                                            ast.UAdd: lambda x: +x, ast.Invert: lambda x: ~x}[type(node.op)](c))
             except Exception:  # noqa: BLE001
-                return one("OTHER")
+                return one(Kind.OTHER)
         if isinstance(node.op, ast.Not):
-            return Val({f for f in v if f.kind == "MATCH"}) or one("OTHER")
+            return Val({f for f in v if f.kind == Kind.MATCH}) or one(Kind.OTHER)
         return self.derived(v, f"`{snippet(node)}`", frame.at(node))
 
     def e_BoolOp(self, node: ast.BoolOp, frame: Frame) -> Val:
@@ -708,7 +728,7 @@ class Interpreter(CallsMixin):
                     continue
             values.append(v)
         if not values:
-            return one("CONST", value=isinstance(node.op, ast.And))
+            return one(Kind.CONST, value=isinstance(node.op, ast.And))
         return union(*values)
 
     def e_Compare(self, node: ast.Compare, frame: Frame) -> Val:
@@ -719,21 +739,22 @@ class Interpreter(CallsMixin):
                 result, values = True, [c for _, c in consts]
                 for op, a, b in zip(node.ops, values, values[1:]):
                     result = result and _compare(op, a, b)
-                return one("CONST", value=bool(result))
+                return one(Kind.CONST, value=bool(result))
             except Exception:  # noqa: BLE001
-                return one("OTHER")
-        matches = [f for v in operands for f in v if f.kind == "MATCH"]
+                return one(Kind.OTHER)
+        matches = [f for v in operands for f in v if f.kind == Kind.MATCH]
         if matches:
             return Val({matches[0]})
         for op, left, right in zip(node.ops, operands, operands[1:]):
             if isinstance(op, (ast.In, ast.NotIn)):
                 lok, lval = const_of(left)
                 rok, rval = const_of(right)
-                if lok and isinstance(lval, str) or all(f.kind == "CONST" and isinstance(f.value, str) for f in left):
-                    return one("MATCH", name=f"the literal(s) {sorted(f.value for f in left)[:4]}")
+                if lok and isinstance(lval, str) or \
+                        all(f.kind == Kind.CONST and isinstance(f.value, str) for f in left):
+                    return one(Kind.MATCH, name=f"the literal(s) {sorted(f.value for f in left)[:4]}")
                 if rok and isinstance(rval, (tuple, frozenset)):
-                    return one("MATCH", name=f"the fixed list {list(rval)[:4]}")
-        return one("OTHER", note=snippet(node, 50))
+                    return one(Kind.MATCH, name=f"the fixed list {list(rval)[:4]}")
+        return one(Kind.OTHER, note=snippet(node, 50))
 
     def e_IfExp(self, node: ast.IfExp, frame: Frame) -> Val:
         truth, pattern = self.test(node.test, frame)
@@ -749,14 +770,14 @@ class Interpreter(CallsMixin):
 
     def e_Lambda(self, node: ast.Lambda, frame: Frame) -> Val:
         closure = tuple(sorted(frame.env.items()))
-        return one("LAMBDA", name=snippet(node, 40), value=(frame.module, node, frame.owner), items=closure)
+        return one(Kind.LAMBDA, name=snippet(node, 40), value=(frame.module, node, frame.owner), items=closure)
 
     def call_lambda(self, f: Fact, args, kwargs, node, frame) -> Val:
         module, lam, owner = f.value
         env = dict(f.items)
         params = [a.arg for a in lam.args.posonlyargs + lam.args.args]
         for i, p in enumerate(params):
-            env[p] = args[i] if i < len(args) else kwargs.get(p, one("OTHER"))
+            env[p] = args[i] if i < len(args) else kwargs.get(p, one(Kind.OTHER))
         key = (id(lam), tuple(args))
         if key in self.stack or len(self.stack) >= MAX_DEPTH:
             return self.unknown(f"lambda {f.name}", args, kwargs, node, frame)
@@ -790,7 +811,7 @@ class Interpreter(CallsMixin):
                 if truth is True:
                     continue
                 if truth is False:
-                    return one("CONST", value=(), note=f"`if {snippet(cond)}` is always false")
+                    return one(Kind.CONST, value=(), note=f"`if {snippet(cond)}` is always false")
                 filters.append((cond, pattern))
         if isinstance(node, ast.DictComp):
             self.eval(node.key, sub)
@@ -807,54 +828,55 @@ class Interpreter(CallsMixin):
         where = frame.at(node)
         elements = set(self.elements(it))
         for f in list(elements):
-            if f.kind == "TUPLE":
+            if f.kind == Kind.TUPLE:
                 elements |= {x for item in f.items for x in item}
-        unchanged = bool(elt) and elt <= elements and not (kinds(elt) - {"ELEM", "PART", "CONST"}) and \
-            not (kinds(elt) == {"CONST"})
-        if full and not filters and len(elt) == 1 and next(iter(elt)).kind == "FIELD" and \
+        unchanged = bool(elt) and elt <= elements and not (kinds(elt) - {Kind.ELEM, Kind.PART, Kind.CONST}) and \
+            not (kinds(elt) == {Kind.CONST})
+        if full and not filters and len(elt) == 1 and next(iter(elt)).kind == Kind.FIELD and \
                 next(iter(elt)).flow != "ctx" and \
-                {f.flow for f in it if f.kind == "FLOW"} == {next(iter(elt)).flow}:
+                {f.flow for f in it if f.kind == Kind.FLOW} == {next(iter(elt)).flow}:
             column = next(iter(elt))
-            return one("COLUMN", flow=column.flow, name=column.name, note=f"`{snippet(node)}`", where=where)
+            return one(Kind.COLUMN, flow=column.flow, name=column.name, note=f"`{snippet(node)}`", where=where)
         if unchanged:
             if not filters:
-                if full or kinds(it) <= {"PARTS", "FLOW"}:
-                    sources = [f for f in it if f.kind in {"FLOW", "PARTS"}] + \
-                        [x for f in it if f.kind in {"ENUM", "ZIP"} for item in f.items for x in item
-                         if x.kind in {"FLOW", "PARTS"} and self.elements(Val({x})) & elt]
+                if full or kinds(it) <= {Kind.PARTS, Kind.FLOW}:
+                    sources = [f for f in it if f.kind in {Kind.FLOW, Kind.PARTS}] + \
+                        [x for f in it if f.kind in {Kind.ENUM, Kind.ZIP} for item in f.items for x in item
+                         if x.kind in {Kind.FLOW, Kind.PARTS} and self.elements(Val({x})) & elt]
                     return Val({replace(f, alias=False) for f in sources}) or \
-                        one("NEW", note="selects elements", where=where)
-                return one("NEW", note=f"`{snippet(node)}` selects or re-arranges elements", where=where)
+                        one(Kind.NEW, note="selects elements", where=where)
+                return one(Kind.NEW, note=f"`{snippet(node)}` selects or re-arranges elements", where=where)
             pattern = next((p for _, p in filters if p), None)
             if all(p for _, p in filters):
-                return one("PAT", name=pattern, note=f"keeps elements depending on `{pattern}`", where=where)
+                return one(Kind.PAT, name=pattern, note=f"keeps elements depending on `{pattern}`", where=where)
             cond = next(c for c, p in filters if not p)
-            return one("NEW", note=f"`{snippet(node)}` drops elements where not `{snippet(cond, 50)}`", where=where)
-        if any(f.kind == "FIELD" and f.flow == "ctx" or f.kind == "CTXS" or f.kind == "ELEM" and f.flow == "ctx"
-               for f in elt):
-            return one("CTXS", note=f"`{snippet(node)}` collects retrieved passages", where=where)
-        if kinds(elt) <= {"MATCH", "CONST", "OTHER"} and "MATCH" in kinds(elt):
-            return Val({f for f in elt if f.kind == "MATCH"})
+            return one(Kind.NEW, note=f"`{snippet(node)}` drops elements where not `{snippet(cond, 50)}`", where=where)
+        if any(f.kind == Kind.FIELD and f.flow == "ctx" or f.kind == Kind.CTXS
+               or f.kind == Kind.ELEM and f.flow == "ctx" for f in elt):
+            return one(Kind.CTXS, note=f"`{snippet(node)}` collects retrieved passages", where=where)
+        if kinds(elt) <= {Kind.MATCH, Kind.CONST, Kind.OTHER} and Kind.MATCH in kinds(elt):
+            return Val({f for f in elt if f.kind == Kind.MATCH})
         ks = kinds(elt)
-        if ks & {"RAND", "NEW", "OTHER", "CONST", "FIELD", "TUPLE", "PART", "ELEM"} - {"PAT"} and \
-                not (ks <= {"ELEM", "FIELD", "PART"} and not self.elements(it)):
-            return self.derived(elt - {f for f in elt if f.kind in {"ELEM", "FIELD", "PART"}} or
-                                one("NEW", note=f"`{snippet(node)}` changes elements", where=where),
+        if ks & {Kind.RAND, Kind.NEW, Kind.OTHER, Kind.CONST, Kind.FIELD, Kind.TUPLE, Kind.PART,
+                 Kind.ELEM} - {Kind.PAT} and \
+                not (ks <= {Kind.ELEM, Kind.FIELD, Kind.PART} and not self.elements(it)):
+            return self.derived(elt - {f for f in elt if f.kind in {Kind.ELEM, Kind.FIELD, Kind.PART}} or
+                                one(Kind.NEW, note=f"`{snippet(node)}` changes elements", where=where),
                                 f"`{snippet(node)}` changes elements", where)
-        if "PAT" in ks:
-            return Val({next(f for f in elt if f.kind == "PAT")})
-        if "UNK" in ks:
-            return Val({next(f for f in elt if f.kind == "UNK")})
-        return one("NEW", note=f"`{snippet(node)}`", where=where)
+        if Kind.PAT in ks:
+            return Val({next(f for f in elt if f.kind == Kind.PAT)})
+        if Kind.UNK in ks:
+            return Val({next(f for f in elt if f.kind == Kind.UNK)})
+        return one(Kind.NEW, note=f"`{snippet(node)}`", where=where)
 
     def is_full(self, it: Val) -> bool:
         """Iterating ``it`` visits every element of a hook input exactly once."""
         if not it:
             return False
         for f in it:
-            if f.kind in {"FLOW", "COLUMN"}:
+            if f.kind in {Kind.FLOW, Kind.COLUMN}:
                 continue
-            if f.kind in {"ENUM", "ZIP"} and f.items and any(self.is_full(i) for i in f.items):
+            if f.kind in {Kind.ENUM, Kind.ZIP} and f.items and any(self.is_full(i) for i in f.items):
                 continue
             return False
         return True
@@ -862,25 +884,25 @@ class Interpreter(CallsMixin):
     def elements(self, it: Val) -> Val:
         out: set[Fact] = set()
         for f in it:
-            if f.kind == "FLOW":
-                out.add(Fact("ELEM", flow=f.flow))
-            elif f.kind == "PARTS":
-                out.add(Fact("PART", flow=f.flow, name=f.name))
-            elif f.kind == "COLUMN":
-                out.add(Fact("FIELD", flow=f.flow, name=f.name))
-            elif f.kind == "ENUM":
-                out.add(Fact("TUPLE", items=(one("OTHER", note="an index"), self.elements(f.items[0]))))
-            elif f.kind == "ZIP":
-                out.add(Fact("TUPLE", items=tuple(self.elements(i) for i in f.items)))
-            elif f.kind == "CONST" and isinstance(f.value, (tuple, frozenset, str)) and f.value:
-                out |= {Fact("CONST", value=v) for v in f.value}
-            elif f.kind == "CONST":
-                out.add(Fact("OTHER"))
-            elif f.kind == "TUPLE":
+            if f.kind == Kind.FLOW:
+                out.add(Fact(Kind.ELEM, flow=f.flow))
+            elif f.kind == Kind.PARTS:
+                out.add(Fact(Kind.PART, flow=f.flow, name=f.name))
+            elif f.kind == Kind.COLUMN:
+                out.add(Fact(Kind.FIELD, flow=f.flow, name=f.name))
+            elif f.kind == Kind.ENUM:
+                out.add(Fact(Kind.TUPLE, items=(one(Kind.OTHER, note="an index"), self.elements(f.items[0]))))
+            elif f.kind == Kind.ZIP:
+                out.add(Fact(Kind.TUPLE, items=tuple(self.elements(i) for i in f.items)))
+            elif f.kind == Kind.CONST and isinstance(f.value, (tuple, frozenset, str)) and f.value:
+                out |= {Fact(Kind.CONST, value=v) for v in f.value}
+            elif f.kind == Kind.CONST:
+                out.add(Fact(Kind.OTHER))
+            elif f.kind == Kind.TUPLE:
                 for item in f.items:
                     out |= item
-            elif f.kind in {"MATCH", "NEW", "PAT", "UNK", "RAND", "CTXS", "ELEM"}:
-                out.add(f if f.kind != "ELEM" else Fact("OTHER"))
+            elif f.kind in {Kind.MATCH, Kind.NEW, Kind.PAT, Kind.UNK, Kind.RAND, Kind.CTXS, Kind.ELEM}:
+                out.add(f if f.kind != Kind.ELEM else Fact(Kind.OTHER))
             else:
-                out.add(Fact("OTHER", note=f.note))
+                out.add(Fact(Kind.OTHER, note=f.note))
         return Val(out)

@@ -34,7 +34,7 @@ class HookActivity(Record):
     calls: int  # audited calls: the rate reads these only
     reordered: int = 0
     releases: int = 0
-    unaudited: int = 0  # calls whose reference was not computed (rag.pipeline.AuditPolicy)
+    unaudited: int = 0  # calls whose reference was not computed (pipeline.rag.AuditPolicy)
 
     @property
     def rate(self) -> float | None:

@@ -18,7 +18,7 @@ from rich.table import Table
 from ragleak.cli.tables import show
 
 from ragleak.cli.attack import (AnswerPathOpt, ApiModelOpt, HeaderOpt, IdsPathOpt, RetriesOpt, ShapeOpt, TemplateOpt,
-                                TimeoutOpt, endpoint_target)
+                                TimeoutOpt, endpoint_config)
 from ragleak.errors import RagleakError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
@@ -128,9 +128,11 @@ def ask(
     """Ask the RAG pipeline (or an HTTP endpoint) one question."""
     if (index is None) == (endpoint is None):
         raise typer.BadParameter("give exactly one of --index or --endpoint")
+    from ragleak.pipeline.build import build_target
+
     if endpoint is not None:
-        response = endpoint_target(endpoint, shape, request_template, answer_path, retrieved_ids_path, api_model,
-                                   timeout, retries, header).answer(question)
+        response = build_target(None, endpoint_config(endpoint, shape, request_template, answer_path,
+                                                      retrieved_ids_path, api_model, timeout, retries, header)).answer(question)
         data = {"answer": response.answer, "retrieved_ids": response.retrieved_ids}
 
         def show(d) -> None:
@@ -147,11 +149,10 @@ def ask(
     stack = Stack(cfg)
     if rebuild_cache:
         stack.rebuild_cache()
-    pipeline = stack.pipeline(stack.load_index(index), make_defense(defense))
-    result = pipeline.answer(question)
+    result = build_target(stack, stack.load_index(index), make_defense(defense)).answer(question)
     data = {"answer": result.answer}
     if trace:
-        data["trace"] = result.trace.model_dump(mode="json")
+        data["trace"] = result.trace.model_dump(mode="json")  # type: ignore[union-attr]
 
     def render(d):
         console.print(d["answer"])
@@ -228,15 +229,15 @@ def serve(
     import uvicorn
 
     from ragleak.defenses import make_defense
-    from ragleak.rag.target import PipelineTarget
+    from ragleak.pipeline.build import build_target
     from ragleak.serve import make_app
     from ragleak.stack import Stack
 
     stack = Stack(_config(config))
     if rebuild_cache:
         stack.rebuild_cache()
-    target = PipelineTarget(stack.pipeline(stack.load_index(index), make_defense(defense)))
-    uvicorn.run(make_app(target), host=host, port=port, log_level="warning")
+    uvicorn.run(make_app(build_target(stack, stack.load_index(index), make_defense(defense))), host=host, port=port,
+                log_level="warning")
 
 
 @app.command()

@@ -58,18 +58,24 @@ IdsPathOpt = typer.Option(None, "--retrieved-ids-path", help="JSON path to the s
 ApiModelOpt = typer.Option(None, "--api-model", help="the 'model' field of an openai-shaped request")
 
 
-def endpoint_target(url: str, shape: str, request_template: Optional[str], answer_path: Optional[str],
+def endpoint_config(url: str, shape: str, request_template: Optional[str], answer_path: Optional[str],
                     retrieved_ids_path: Optional[str], api_model: Optional[str], timeout: float, retries: int,
                     header: Optional[list[str]], stop_after: int = 5):
-    """The HTTP target the endpoint options describe (one place for ``ask`` and ``attack``)."""
-    from ragleak.rag.target import SHAPES, HttpTarget, StopRule
+    """The endpoint the options describe, as the ``TargetConfig`` ``build_target`` reads (one place
+    for ``ask`` and ``attack``); ``stop_after`` 0: the session never stops on errors."""
+    from ragleak.config import TargetConfig
+    from ragleak.pipeline.target import SHAPES
 
     if shape not in SHAPES:
         raise typer.BadParameter(f"--shape must be one of {', '.join(SHAPES)}")
-    return HttpTarget(url, request_template=request_template, answer_path=answer_path,
-                      retrieved_ids_path=retrieved_ids_path, timeout_s=timeout, retries=retries,
-                      headers=parse_headers(header), shape=shape, api_model=api_model,
-                      stop_rule=StopRule(consecutive=stop_after) if stop_after else None)
+    window = TargetConfig.model_fields["error_window"].default if stop_after else 0  # 0: no error-rate stop
+    # Built without TargetConfig's validation, which refuses credentials written literally: that rule
+    # keeps them out of a grid's stored plan, and this config is never stored (the transcript names
+    # the target with its credentials masked). HttpTarget checks every setting it is built with.
+    return TargetConfig.model_construct(
+        kind="http", url=url, shape=shape, request_template=request_template, answer_path=answer_path,
+        retrieved_ids_path=retrieved_ids_path, api_model=api_model, headers=parse_headers(header), timeout_s=timeout,
+        retries=retries, stop_after_failures=stop_after, error_window=window)
 
 
 def attack_command(
@@ -110,6 +116,8 @@ def attack_command(
     from ragleak.attacks import ATTACKS
     from ragleak.config import load_stack_config
     from ragleak.files import atomic_write_text, check_output_file
+    from ragleak.measure import run_attack
+    from ragleak.pipeline.build import build_target
     from ragleak.stack import Stack
 
     if (index is None) == (endpoint is None):
@@ -133,30 +141,26 @@ def attack_command(
     stack = Stack(cfg)  # the target's parts and the attack's own models (attacker LLM, encoder) alike
     if rebuild_cache:
         stack.rebuild_cache()
-    passages = []
     if endpoint is not None:
-        target = endpoint_target(endpoint, shape, request_template, answer_path, retrieved_ids_path, api_model,
-                                 timeout, retries, header, stop_after)
-        if mode == "multi" and not target.sends_history:
+        target = build_target(stack, endpoint_config(endpoint, shape, request_template, answer_path,
+                                                     retrieved_ids_path, api_model, timeout, retries, header, stop_after))
+        if mode == "multi" and not target.sends_history:  # type: ignore[attr-defined]
             raise typer.BadParameter('--mode multi needs a request that carries the history: "{history}" or '
                                      '"{messages}" in --request-template, or --shape openai')
+        passages = []
     else:
         from ragleak.defenses import make_defense
-        from ragleak.rag.target import PipelineTarget
 
         loaded = stack.load_index(index)
-        passages = loaded.passages
-        target = PipelineTarget(stack.pipeline(loaded, make_defense(defense)))
-    transcript = attack.run(target, stack.context(seed), budget=budget, corpus_view=corpus_view, mode=mode)  # type: ignore[arg-type]
-    atomic_write_text(out, transcript.to_json())
+        target, passages = build_target(stack, loaded, make_defense(defense)), loaded.passages
     if corpus is not None:
-        from ragleak.grid.scored import scoring_context
+        from ragleak.grid.scored import scoring_corpus
 
-        passages = scoring_context(corpus, cfg)[0].passages
-    from ragleak.metrics.base import MetricContext
-    from ragleak.metrics.compute import compute_metrics
-
-    results = compute_metrics(transcript, MetricContext(passages=passages, stack=stack, seed=seed))
+        passages = scoring_corpus(corpus, cfg)[0]
+    # the transcript is written before it is measured: a long attack's queries outlive a metric that fails
+    transcript, results = run_attack(attack, target, stack.context(seed), passages, budget=budget,
+                                     corpus_view=corpus_view, mode=mode,  # type: ignore[arg-type]
+                                     keep=lambda t: atomic_write_text(out, t.to_json()))
     summary = {"attack": transcript.attack, "out": str(out), "queries": len(transcript.queries),
                "stopped": transcript.stopped,
                "errors": transcript.errors, "extracted": len(transcript.extracted),

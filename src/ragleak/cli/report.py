@@ -51,13 +51,15 @@ def report_command(
 
 def _score_folder(folder: Path, corpus: Optional[str], view: Optional[Path]) -> None:
     from ragleak.attacks.views import read_view
-    from ragleak.grid.scored import scored, scoring_context, transcript_paths, write_run
+    from ragleak.grid.scored import scored, scoring_corpus, transcript_paths, write_run
+    from ragleak.measure import run_attack
     from ragleak.stack import Stack
 
     paths = transcript_paths(folder)  # a folder with neither a plan nor transcripts is a user error here
     stack = Stack()
-    context, corpus_label, corpus_digest = scoring_context(corpus, stack.config, stack)
-    write_run(folder, scored(paths, read_view(view) if view else None, corpus_label, corpus_digest), context)
+    passages, corpus_label, corpus_digest = scoring_corpus(corpus, stack.config)
+    items = scored(paths, read_view(view) if view else None, corpus_label, corpus_digest)
+    write_run(folder, items, [run_attack(item.transcript, None, stack.context(0), passages) for item in items])
     console.print(f"scored {len(paths)} transcripts into {folder}", highlight=False, soft_wrap=True)
 
 

@@ -37,23 +37,26 @@ def score_command(
     """Compute every metric that applies to the transcripts (answered queries only) and print them."""
     from ragleak.attacks.views import read_view
     from ragleak.config import load_stack_config
-    from ragleak.grid.cell import transcript_status
+    from ragleak.grid.scored import scored, scoring_corpus, transcript_paths, write_run
     from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE
-    from ragleak.grid.scored import score, scored, scoring_context, transcript_paths, write_run
+    from ragleak.grid.store import transcript_status
+    from ragleak.measure import run_attack
     from ragleak.report.gates import check, parse_gates
     from ragleak.stack import Stack
 
     gates = parse_gates(fail_if)
     cfg = load_stack_config(config) if config else load_stack_config()
-    context, corpus_label, corpus_digest = scoring_context(corpus, cfg, Stack(cfg))
+    passages, corpus_label, corpus_digest = scoring_corpus(corpus, cfg)
+    ctx = Stack(cfg).context(0)  # the metrics' models (an embedder) and their resampling seed
     paths = [p for source in transcripts for p in transcript_paths(source)]
     items = scored(paths, read_view(view) if view else None, corpus_label, corpus_digest, label)
-    results = {str(item.path): score(item, context) for item in items}
+    runs = [run_attack(item.transcript, None, ctx, passages) for item in items]  # the queries were sent already
+    results = {str(item.path): run.metrics for item, run in zip(items, runs)}
     if out is not None:
         from ragleak.files import check_output_dir
 
         check_output_dir(out)
-        write_run(out, items, context)
+        write_run(out, items, runs)
     rows = [{"label": item.spec.label, "cell_id": item.spec.cell_id,
              "status": transcript_status(item.transcript, DEFAULT_MIN_ANSWERED_SHARE),
              "stopped": item.transcript.stopped,

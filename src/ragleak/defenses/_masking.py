@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterable, Sequence
 
 from ragleak.defenses.base import Defense
+from ragleak.nlp.recognizers import CARD_MASK, EMAIL_MASK, LONG_NUMBER_MASK, PHONE_MASK, SSN_MASK
 from ragleak.records import HookName, Passage
 
 
@@ -28,24 +29,12 @@ class Span:
         return source[self.start:self.end]
 
 
-# The seed's pattern-limited masker: e-mails, phone numbers and identifiers. Order matters for
-# equal-length overlaps (earlier wins).
-# local@domain, with or without a TLD: an answer cut off by max_tokens mid-address still leaks it
-EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*")
-PHONE = re.compile(
-    r"(?<![\w-])(?:\+?\d{1,3}[\s.-])?(?:\(\d{3}\)\s?|\d{3}[\s.-])?\d{3}[\s.-]\d{4}(?![\w-])"
-)
-SSN = re.compile(r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w-])")
-CARD = re.compile(r"(?<![\w-])(?:\d{4}[ -]){3}\d{1,7}(?![\w-])")
-LONG_NUMBER = re.compile(r"(?<![\w.-])\d{6,}(?![\w-])")  # account / record numbers; not years
-
-REGEX_DETECTORS: dict[str, re.Pattern[str]] = {
-    "EMAIL": EMAIL,
-    "SSN": SSN,
-    "CREDIT_CARD": CARD,
-    "PHONE": PHONE,
-    "ID_NUMBER": LONG_NUMBER,
-}
+# The seed's pattern-limited masker: e-mails, phone numbers and identifiers (``nlp.recognizers``'
+# maskers' patterns). Order matters for equal-length overlaps (earlier wins), and pad-regex rewrites
+# in this order (e-mails before the digit patterns).
+MASKER_RECOGNIZERS = (EMAIL_MASK, SSN_MASK, CARD_MASK, PHONE_MASK, LONG_NUMBER_MASK)
+REGEX_DETECTORS: dict[str, re.Pattern[str]] = {r.entity: r.pattern for r in MASKER_RECOGNIZERS}
+EMAIL = EMAIL_MASK.pattern
 
 
 def regex_spans(text: str, kinds: Iterable[str] = tuple(REGEX_DETECTORS)) -> list[Span]:

@@ -130,9 +130,6 @@ class CompositionAwareDP(Defense):
     def rewrite_context(self, query: str, passages: list[Passage]) -> list[Passage]:
         return [] if self._refuse else passages
 
-    def context_budget(self) -> int:
-        return self.max_turns  # then rewrite_context hands the LLM no passages
-
     def state(self) -> dict:
         return {"charged": dict(self.charged), "refused_turns": self.refused_turns,
                 "conversations": self.conversations, "truncated_queries": self.corpus.truncated_queries}

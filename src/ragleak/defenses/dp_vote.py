@@ -42,7 +42,7 @@ from pydantic import Field
 
 from ragleak.accounting.guarantee import Assumption, DocumentUnit, Guarantee, PerResponse
 from ragleak.defenses._vote import SparseVoteReleaser, VoteReleaser, candidate_domain, vote_histogram
-from ragleak.defenses.base import Defense, DefenseParams, VotingShape
+from ragleak.defenses.base import Defense, DefenseParams
 from ragleak.defenses.corpus_pool import CorpusPool
 from ragleak.rag.generator import Generator
 from ragleak.rag.multiseq import LlamaMultiSequence, decoder_for
@@ -107,11 +107,10 @@ class DPVote(Defense):
         system, query, history = parse_rag_messages(messages, passages)
         groups = self.voter_groups(passages)
         prompts = [generator.render(build_rag_messages(query, group, system, history)) for group in [[]] + groups]
-        decoder, releaser, tokens, steps = self.decoder(generator), self.releaser(), [], 0
+        decoder, releaser, tokens = self.decoder(generator), self.releaser(), []
         with decoder.session(prompts, self.params.max_new_tokens) as session:
             ends = decoder.end_tokens()
             for _ in range(self.params.max_new_tokens):
-                steps += 1
                 logprobs = session.logprobs()
                 domain = candidate_domain(logprobs[0], self.params.domain_size, ends)
                 counts = vote_histogram(logprobs[1:], domain)
@@ -123,12 +122,7 @@ class DPVote(Defense):
                     break
                 session.append(token)
         self.last_release = {"tokens": len(tokens), "private_releases": releaser.private_releases}
-        self.record_voting(len(prompts), sum(len(g) for g in groups), steps)
         return decoder.detokenize(tokens).strip()
-
-    def voting(self) -> VotingShape:
-        p = self.params  # the k documents dealt into the voters' prompts, and the public prompt
-        return VotingShape(prompts=p.voters + 1, passages=p.k, max_new_tokens=p.max_new_tokens)
 
     def guarantee(self) -> Guarantee:
         p = self.params

@@ -15,7 +15,6 @@ from ragleak.defenses.base import Defense
 class ExternalDefense(Defense):
     name = "external"
     version = "1"
-    prompts_repeat = False  # whatever the service does with a query sent again is not visible here
 
     def guarantee(self) -> Guarantee:
         return Guarantee(notes="the endpoint's own defense, not visible to ragleak: no guarantee is read or claimed")

@@ -41,6 +41,7 @@ from ragleak.defenses._ldp import choose
 from ragleak.defenses._masking import Span, regex_spans, replace_spans
 from ragleak.defenses.base import Defense, DefenseParams
 from ragleak.nlp import spacy_pipeline
+from ragleak.nlp.recognizers import EMAIL_MASK, PHONE_MASK, SPACY_NER
 from ragleak.records import HookName, Passage
 
 NER_TYPES = {"PERSON": "PERSON", "ORG": "ORG", "GPE": "PLACE", "LOC": "PLACE", "FAC": "PLACE"}
@@ -81,7 +82,7 @@ class LPRAG(Defense):
     version: ClassVar[str] = "1"
     epsilon_param: ClassVar[str | None] = "epsilon"
     hooks: ClassVar[frozenset[HookName]] = frozenset({"rewrite_context"})
-    prompts_repeat: ClassVar[bool | None] = True  # each (passage, entity) keeps its first substitute
+    detectors: ClassVar[frozenset[str]] = frozenset({EMAIL_MASK.name, PHONE_MASK.name, SPACY_NER})
     Params: ClassVar[type[DefenseParams]] = LPRAGParams
 
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:

@@ -28,12 +28,22 @@ from ragleak.context import RunContext
 from ragleak.defenses._masking import ContextMaskingMixin, MaskingDefense, Span
 from ragleak.defenses.base import DefenseParams
 from ragleak.nlp import presidio_analyzer
+from ragleak.nlp.recognizers import EMAIL_MASK, LIBPHONENUMBER, SPACY_NER, presidio
 from ragleak.records import HookName
 
 DEFAULT_ENTITIES = (
     "EMAIL_ADDRESS", "PHONE_NUMBER", "PERSON", "LOCATION", "CREDIT_CARD", "IBAN_CODE", "IP_ADDRESS",
     "US_SSN", "US_PASSPORT", "US_DRIVER_LICENSE", "US_BANK_NUMBER", "US_ITIN", "MEDICAL_LICENSE",
     "DATE_TIME", "URL", "CRYPTO", "NRP",
+)
+
+# Presidio's own recognizers that find those entities (the analyzer's English registry), and what
+# runs under two of them: the spaCy NER (SpacyRecognizer) and libphonenumber (PhoneRecognizer).
+# ``nlp.models`` adds the maskers' e-mail pattern for addresses cut off before their TLD.
+PRESIDIO_RECOGNIZERS = (
+    "CreditCardRecognizer", "UsBankRecognizer", "UsLicenseRecognizer", "UsItinRecognizer", "UsPassportRecognizer",
+    "UsSsnRecognizer", "CryptoRecognizer", "DateRecognizer", "EmailRecognizer", "IbanRecognizer", "IpRecognizer",
+    "MedicalLicenseRecognizer", "PhoneRecognizer", "UrlRecognizer", "SpacyRecognizer",
 )
 
 
@@ -46,6 +56,8 @@ class PresidioMasking(MaskingDefense):
     name: ClassVar[str] = "pad"
     version: ClassVar[str] = "1"
     hooks: ClassVar[frozenset[HookName]] = frozenset({"postprocess"})
+    detectors: ClassVar[frozenset[str]] = frozenset(
+        {*(presidio(r) for r in PRESIDIO_RECOGNIZERS), SPACY_NER, LIBPHONENUMBER, EMAIL_MASK.name})
     Params: ClassVar[type[DefenseParams]] = PresidioMaskingParams
 
     def prepare(self, ctx: RunContext) -> None:

@@ -17,7 +17,7 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from ragleak.accounting.guarantee import Guarantee
-from ragleak.defenses._masking import REGEX_DETECTORS, MaskingDefense, Span, regex_spans
+from ragleak.defenses._masking import MASKER_RECOGNIZERS, REGEX_DETECTORS, MaskingDefense, Span, regex_spans
 from ragleak.defenses.base import DefenseParams
 from ragleak.records import HookName, Passage
 
@@ -38,6 +38,7 @@ class RegexMasking(MaskingDefense):
     name: ClassVar[str] = "pad-regex"
     version: ClassVar[str] = "1"
     hooks: ClassVar[frozenset[HookName]] = frozenset({"postprocess"})
+    detectors: ClassVar[frozenset[str]] = frozenset(r.name for r in MASKER_RECOGNIZERS)
     Params: ClassVar[type[DefenseParams]] = RegexMaskingParams
 
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragleak.accounting.filters import DocumentFilter
 from ragleak.accounting.guarantee import Assumption, DocumentUnit, Guarantee, PerDocumentFilter
-from ragleak.defenses.base import Defense, DefenseParams, VotingShape
+from ragleak.defenses.base import Defense, DefenseParams
 from ragleak.defenses.corpus_pool import CorpusPool
 from ragleak.defenses.private_generation import VoteSettings, private_answer
 from ragleak.rag.generator import Generator
@@ -113,17 +113,12 @@ class PrivateRAG(Defense):
         if self.log:
             self.log[-1] = self.log[-1].model_copy(update={"real_voters": result.real_voters,
                                                            "agreement": result.agreement, "tokens": result.tokens})
-        self.record_voting(result.real_voters + 1, result.real_voters, result.tokens)  # + the public prompt
         return result.text
 
     def state(self) -> dict:
         """What this run did, for the cell record: the per-query log U(t) and retirements."""
         return {"log": [entry.model_dump(mode="json") for entry in self.log],
                 "retired": len(self.filter.retired()), "truncated_queries": self.truncated_queries}
-
-    def voting(self) -> VotingShape:
-        p = self.params  # one passage per voter (at most: fewer relevant documents leave slots empty), the public prompt
-        return VotingShape(prompts=p.voters + 1, passages=p.voters, max_new_tokens=p.max_new_tokens)
 
     def guarantee(self) -> Guarantee:
         p = self.params

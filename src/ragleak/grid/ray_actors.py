@@ -29,7 +29,7 @@ from ragleak.errors import RagleakError
 from ragleak.grid.schedule import ChainDispatcher
 from ragleak.grid.spec import CellSpec
 from ragleak.grid.store import CellRecord, RunStore
-from ragleak.rag.pipeline import AuditPolicy
+from ragleak.pipeline.rag import AuditPolicy
 
 log = logging.getLogger(__name__)
 

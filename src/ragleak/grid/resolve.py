@@ -74,7 +74,7 @@ class Resolver:
         callable) that it imports."""
         from ragleak.attacks import ATTACKS
         from ragleak.attacks.base import Attack
-        from ragleak.rag.target import load_callable, template_sends_history
+        from ragleak.pipeline.target import load_callable, template_sends_history
 
         if target.kind == "callable":
             load_callable(target.callable)  # type: ignore[arg-type]

@@ -8,6 +8,10 @@ record is missing. Cells are handed out by generation stream (``grid.schedule``)
 first cell, then the twins that read its generations from the cache. Both executors keep a
 worker's loaded stack across its cells: local pool processes, or long-lived Ray actors
 (``grid.ray_actors``).
+
+The live ETA (``Progress.eta_s``) prices the cells left as the dry run does (``grid.eta``) and
+scales them by how the finished cells ran against their own estimates: the costliest cells run
+first, so a mean of seconds per cell so far would overstate what is left.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ from typing import Callable, Literal
 from ragleak.errors import ConfigError, RagleakError
 from ragleak.grid.cell import execute_cell
 from ragleak.grid.lock import RunLock
-from ragleak.grid.plan import Estimator
-from ragleak.grid.schedule import ChainDispatcher, stream_chains
+from ragleak.grid.eta import Rates, cell_seconds, stored_rates
+from ragleak.grid.schedule import ChainDispatcher
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.grid.store import CellRecord, RunStore
+from ragleak.grid.streams import stream_chains
 from ragleak.rag.cache import GenerationCache, move_cache_aside
-from ragleak.rag.pipeline import AuditPolicy
+from ragleak.pipeline.rag import AuditPolicy
 
 log = logging.getLogger(__name__)
 
@@ -52,19 +57,32 @@ class Progress:
     cache_waited: int = 0  # hits served after waiting on another worker's claim (part of cache_hits)
     worker_restarts: int = 0  # Ray actors that died mid-cell and were replaced (their cell ran again)
     workers: list[dict] = field(default_factory=list)  # Ray: each actor's pid, cells and loads
-    started: float = field(default_factory=time.monotonic)
+    # the live ETA: estimated seconds of each cell left to run (``grid.eta.cell_seconds``), the
+    # workers sharing them, and the estimated and measured seconds of the cells finished so far
+    estimates: dict[str, float] = field(default_factory=dict)
+    slots: int = 1
+    estimated_done: float = 0.0
+    measured_done: float = 0.0
+    clock: Callable[[], float] = time.monotonic
+    started_at: dict[str, float] = field(default_factory=dict)
 
     @property
     def eta_s(self) -> float | None:
-        if not self.ran:
-            return None
-        per_cell = (time.monotonic() - self.started) / self.ran
-        return per_cell * (self.total - self.done)
+        """Seconds left: the estimates of the cells not finished, times the measured over the
+        estimated seconds of the work those finished did (1.0 before any), shared by the workers."""
+        if not self.estimates:
+            return 0.0 if self.done >= self.total else None
+        ratio = self.measured_done / self.estimated_done if self.estimated_done > 0 else 1.0
+        return sum(self.estimates.values()) * ratio / max(1, min(self.slots, len(self.estimates)))
 
     @property
     def cache_hit_rate(self) -> float:
         calls = self.model_calls + self.cache_hits
         return self.cache_hits / calls if calls else 0.0
+
+    def begin(self, cell_id: str) -> None:
+        """A cell went to a worker now (its measured seconds run from here)."""
+        self.started_at[cell_id] = self.clock()
 
     def add(self, record: CellRecord) -> None:
         self.done += 1
@@ -72,10 +90,18 @@ class Progress:
         self.errors += record.status == "error"
         self.partial += record.status == "partial"
         self.failed += record.status == "failed"
-        self.model_calls += record.model_calls
-        self.cache_hits += record.cache_hits
-        self.cache_repairs += record.cache_repairs
-        self.cache_waited += record.cache_waited
+        self.model_calls += record.usage.model_calls
+        self.cache_hits += record.usage.cache_hits
+        self.cache_repairs += record.usage.cache_repairs
+        self.cache_waited += record.usage.cache_waited
+        start = self.started_at.pop(record.cell_id, None)
+        # a cell not seen going out (Ray's actors): the worker's own timing of it
+        self.measured_done += self.clock() - start if start is not None else record.timings.get("total_s", 0.0)
+        # its estimate, less the share of its generations the cache served (another cell had made
+        # them: a post-generation defense that left an adaptive attack's answers as they were)
+        calls = record.usage.model_calls + record.usage.cache_hits
+        own = record.usage.model_calls / calls if calls else 1.0
+        self.estimated_done += self.estimates.pop(record.cell_id, 0.0) * own
 
 
 def _init_worker() -> None:
@@ -118,12 +144,13 @@ def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executo
     todo = store.pending(cells, retry_errors=retry_errors)
     if store.corrupt:
         log.warning("%d cell records are corrupt; rerunning those cells", len(store.corrupt))
-    state = Progress(total=len(cells), done=len(cells) - len(todo))
+    workers = run_workers(workers)
+    seconds = {cell_id: s for cell_id, (s, _) in cell_seconds(todo, live_rates(todo)).items()}
+    state = Progress(total=len(cells), done=len(cells) - len(todo), estimates=dict(seconds), slots=workers)
     if progress:
         progress(state)
-    workers = run_workers(workers)
     audit = config.audit_policy()
-    chains = stream_chains(todo, Estimator(config.audit, config.audit_fraction))
+    chains = stream_chains(todo, lambda cell: seconds[cell.cell_id])
     # a finished grid starts no executor (a Ray cluster takes seconds to come up)
     if todo and executor == "local":
         _run_local(chains, str(out), workers, state, progress, audit)
@@ -131,6 +158,17 @@ def _run(config: GridConfig, cells: list[CellSpec], out: Path, executor: Executo
         _run_ray(chains, str(out), workers, address, state, progress, audit)
     store.write_cells_jsonl()
     return state
+
+
+# qwen2.5-coder-0.5b on one thread of this project's 2-core machine (2026-12-02,
+# benchmarks/results/model_speed-2026-12-02.jsonl): where no rate is stored, the live ETA's
+# first guess; from the first finished cell on, only the ratio of its estimates matters
+NOMINAL_RATES = Rates(prefill_tok_s=143.4, decode_tok_s=39.7)
+
+
+def live_rates(cells: list[CellSpec]) -> dict[str, Rates]:
+    """The stored rates of the cells' models, ``NOMINAL_RATES`` for a model with none."""
+    return {**{c.stack.model: NOMINAL_RATES for c in cells}, **stored_rates(cells)}
 
 
 def run_workers(requested: int | None) -> int:
@@ -143,6 +181,7 @@ def _run_local(chains: list[list[CellSpec]], run_dir: str, workers: int, state: 
     if workers == 1 or sum(map(len, chains)) <= 1:
         _init_worker()
         for spec in (cell for chain in chains for cell in chain):
+            state.begin(spec.cell_id)
             state.add(execute_cell(spec, run_dir, audit))
             if progress:
                 progress(state)
@@ -152,13 +191,16 @@ def _run_local(chains: list[list[CellSpec]], run_dir: str, workers: int, state: 
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
                                  initializer=_init_worker) as pool:
-            pending.update({pool.submit(execute_cell, spec, run_dir, audit): spec for spec in dispatch.start()})
+            for spec in dispatch.start():
+                state.begin(spec.cell_id)
+                pending[pool.submit(execute_cell, spec, run_dir, audit)] = spec
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in finished:
                     record = fut.result()
                     nxt = dispatch.finished(pending.pop(fut))
                     if nxt is not None:
+                        state.begin(nxt.cell_id)
                         pending[pool.submit(execute_cell, nxt, run_dir, audit)] = nxt
                     state.add(record)
                     if progress:

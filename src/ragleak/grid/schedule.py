@@ -1,6 +1,6 @@
 """The order a grid's cells run in: by generation stream.
 
-Cells of one stream (``grid.plan``: epsilon twins of a defense that ignores epsilon, a
+Cells of one stream (``grid.streams``: epsilon twins of a defense that ignores epsilon, a
 post-processing defense beside the baseline on fixed single-prompt queries) make the same
 generations, so only the first one should pay for them. Run side by side on two workers, both
 miss the shared cache at the same time and the second worker adds nothing. So each stream is a
@@ -21,24 +21,9 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable
 
 from ragleak.grid.spec import CellSpec
-
-if TYPE_CHECKING:  # the plan's dry-run ETA simulates this module's dispatcher
-    from ragleak.grid.plan import CellEstimate
-
-
-def stream_chains(cells: Iterable[CellSpec], estimate: Callable[[CellSpec], CellEstimate]) -> list[list[CellSpec]]:
-    """The cells grouped by generation stream, each chain in its running order (the grid's own
-    order within a stream), the chains by decreasing estimated cost (ties: grid order)."""
-    chains: dict[tuple, list[CellSpec]] = {}
-    cost: dict[tuple, float] = {}
-    for cell in cells:
-        e = estimate(cell)
-        chains.setdefault(e.key, []).append(cell)
-        cost.setdefault(e.key, e.generations)  # the first cell pays; its twins read the cache
-    return [chains[key] for key in sorted(chains, key=lambda k: -cost[k])]  # stable: ties keep grid order
 
 
 class ChainDispatcher:

@@ -2,7 +2,7 @@
 and a run directory built from them that ``ragleak report`` and ``diff`` read like a grid run.
 
 A transcript holds every query and answer, so every metric can be computed after the fact
-through the one metric path (``metrics.compute.compute_metrics``); what the transcript does not
+(``measure.run_attack`` on the transcript: its queries were sent already); what the transcript does not
 hold comes from the user: the corpus the target indexed (``--corpus``: the ground truth of the
 extraction and PII metrics) and a corpus view (``--view``: MI member labels, canary secrets),
 applied with the attack's own ``label``.
@@ -29,12 +29,10 @@ from ragleak.config import StackConfig
 from ragleak.corpora import documents_digest, load_corpus
 from ragleak.corpora.chunking import chunk_documents
 from ragleak.errors import ConfigError
-from ragleak.grid.cell import measured_record
 from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE, CellSpec, GridConfig
-from ragleak.grid.store import CellRecord, RunStore
-from ragleak.metrics.base import MetricContext, MetricResult
-from ragleak.metrics.compute import compute_metrics
-from ragleak.records import digest
+from ragleak.grid.store import CellRecord, RunStore, measured_record
+from ragleak.measure import AttackRun
+from ragleak.records import Passage
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +81,16 @@ def transcript_paths(source: Path) -> list[Path]:
     return paths
 
 
-def scoring_context(corpus: Path | str | None, config: StackConfig | None = None, stack=None) -> tuple[MetricContext, str, str | None]:
-    """The metric context for transcripts of a target that indexed ``corpus`` (chunked as the
-    stack config says), its label and its documents' digest; no corpus: an empty context."""
+def scoring_corpus(corpus: Path | str | None, config: StackConfig | None = None) -> tuple[list[Passage], str, str | None]:
+    """The passages of ``corpus``, which the transcripts' target indexed (chunked as the stack
+    config says: the extraction metrics' ground truth), its label and its documents' digest; no
+    corpus: no passages."""
     config = config or StackConfig()
     if corpus is None:
-        return MetricContext(stack=stack), "unknown-corpus", None
+        return [], "unknown-corpus", None
     documents = load_corpus(corpus)
     passages = [p for p in chunk_documents(documents, config.chunk_words, config.chunk_overlap) if p.text.strip()]
-    return MetricContext(passages=passages, stack=stack), Path(str(corpus)).name or str(corpus), documents_digest(documents)
+    return passages, Path(str(corpus)).name or str(corpus), documents_digest(documents)
 
 
 def label_with_view(transcript: Transcript, view: CorpusView | None) -> Transcript:
@@ -121,14 +120,11 @@ def scored(paths: Sequence[Path], view: CorpusView | None, corpus_label: str, co
     return out
 
 
-def score(item: ScoredTranscript, context: MetricContext) -> dict[str, MetricResult]:
-    """Every metric that applies to the transcript, through the one metric path."""
-    return compute_metrics(item.transcript, context)
-
-
-def write_run(out: Path, items: Sequence[ScoredTranscript], context: MetricContext,
+def write_run(out: Path, items: Sequence[ScoredTranscript], runs: Sequence[AttackRun],
               min_share: float = DEFAULT_MIN_ANSWERED_SHARE) -> list[CellRecord]:
-    """A run directory at ``out`` with one cell per transcript (plan, cell records, transcripts)."""
+    """A run directory at ``out`` with one cell per transcript (plan, cell records, transcripts);
+    ``runs``: each transcript measured (``measure.run_attack``), in the order of ``items``. The
+    records carry no model use: the transcripts' queries ran elsewhere."""
     specs = [i.spec for i in items]
     if len({s.cell_id for s in specs}) != len(specs):
         raise ConfigError("two transcripts give the same cell (the same attack, target, seed and release); "
@@ -139,11 +135,8 @@ def write_run(out: Path, items: Sequence[ScoredTranscript], context: MetricConte
     store = RunStore(out)
     store.init(config, specs)
     records = []
-    for item in items:
-        text = item.transcript.to_json()
-        store.write_transcript(item.spec.cell_id, text)
-        record = measured_record(item.spec, item.transcript, context, None, min_share, transcript_digest=digest(text))
-        store.write(record)
-        records.append(record)
+    for item, run in zip(items, runs, strict=True):
+        record = measured_record(item.spec, item.transcript, run.metrics, None, min_share)
+        records.append(store.write_cell(record, item.transcript))
     log.info("scored %d transcripts into %s", len(records), out)
     return records

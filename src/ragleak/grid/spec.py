@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragleak.config import StackConfig, TargetConfig, load_yaml_model, validation_message
 from ragleak.attacks.base import SessionMode
 from ragleak.errors import ConfigError
-from ragleak.rag.pipeline import DEFAULT_AUDIT_FRACTION, AuditMode, AuditPolicy
+from ragleak.pipeline.rag import DEFAULT_AUDIT_FRACTION, AuditMode, AuditPolicy
 from ragleak.records import digest
 
 #: A cell where fewer than this share of queries got a response is ``failed`` (grid.store).

@@ -7,9 +7,11 @@ Layout::
     RUN_DIR/transcripts/<id>.json  the attack transcript of each cell that ran its attack
     RUN_DIR/cells.jsonl            all records, one per line, rebuilt from cells/ at the end
 
-A cell counts as finished exactly when its record file exists; the record is written last (after
-its transcript) with a temp file + rename, so a run killed at any instant leaves each cell either
-finished or absent, never half-written, and a resume neither loses nor duplicates a cell.
+A cell's record is assembled here (``measured_record``, ``error_record``) and written by
+``RunStore.write_cell``. A cell counts as finished exactly when its record file exists; the record
+is written last (after its transcript) with a temp file + rename, so a run killed at any instant
+leaves each cell either finished or absent, never half-written, and a resume neither loses nor
+duplicates a cell.
 
 Each record carries a SHA-256 of its own JSON (without the checksum field). A record that does not
 parse or fails its checksum (a disk error, a hand edit) is logged, listed in ``RunStore.corrupt``
@@ -20,22 +22,36 @@ from __future__ import annotations
 
 import json
 import logging
+import platform
+import traceback
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ragleak.errors import RagleakError
-from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.files import atomic_write_text
+from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.metrics.base import MetricResult
 from ragleak.records import digest
+from ragleak.stack import Usage
+
+if TYPE_CHECKING:
+    from ragleak.attacks.base import Transcript
+    from ragleak.defenses.base import Defense
 
 log = logging.getLogger(__name__)
 
-log = logging.getLogger(__name__)
+# 2: metrics are MetricResults from the registry (ragleak.metrics.compute); counts
+# 3: the stack's model use in one ``usage`` (``stack.Usage``) instead of flat fields and ``*_model_s`` timings
+CELL_SCHEMA_VERSION = 3
+#: The schemas a record is read in: schema 2 is migrated on reading (``CellRecord._migrate``).
+READABLE_SCHEMAS = (2, CELL_SCHEMA_VERSION)
 
-CELL_SCHEMA_VERSION = 2  # 2: metrics are MetricResults from the registry (ragleak.metrics.compute); counts
+#: The flat fields a record before schema 3 kept the stack's model use in.
+_FLAT_USAGE = ("model_calls", "cache_hits", "calls_by_role", "cache_repairs", "cache_waited", "cache_takeovers")
+_MODEL_S = "_model_s"  # a record before schema 3 kept each role's model seconds as timings["<role>_model_s"]
 
 
 #: A finished cell: ``ok`` (every query answered or refused), ``partial`` (some queries failed;
@@ -91,20 +107,83 @@ class CellRecord(BaseModel):
                                           "(mode, fraction, references {generated, cached, skipped}, audited_share)")
     guarantee: dict[str, Any] = Field(default_factory=dict)
     defense_state: dict[str, Any] = Field(default_factory=dict, description="what the defense did (private-rag: U(t) log)")
-    model_calls: int = 0
-    cache_hits: int = 0
-    calls_by_role: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="role (target, attacker, standard) -> {model_calls, cache_hits, cache_waited, cache_repeats}")
+    usage: Usage = Field(default_factory=Usage, description="the cell stack's model use (Stack.usage)")
     timings: dict[str, float] = Field(default_factory=dict)
     engine: dict[str, str] = Field(default_factory=dict)
     error: str | None = None
     traceback: str | None = None
-    cache_repairs: int = Field(default=0, description="corrupt cache entries discarded and regenerated")
-    cache_waited: int = Field(default=0, description="cache hits served after waiting on another worker's "
-                                                     "in-progress generation of the same prompt (part of cache_hits)")
-    cache_takeovers: int = Field(default=0, description="in-progress claims of dead or silent workers taken over "
-                                                        "(each may have repeated a generation)")
     checksum: str | None = Field(default=None, description="SHA-256 of the stored JSON without this field")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        """A record written before schema 3 (a finished run resumed or reported, or one committed
+        with its results) loads as a schema-3 record: its flat model-use fields and its timings'
+        ``<role>_model_s`` become ``usage``; nothing else changes."""
+        if not isinstance(data, dict) or data.get("schema_version", CELL_SCHEMA_VERSION) >= 3:
+            return data
+        data = dict(data)
+        timings = dict(data.get("timings") or {})
+        usage = {k: data.pop(k) for k in _FLAT_USAGE if k in data}
+        usage["model_seconds"] = {k.removesuffix(_MODEL_S): timings.pop(k) for k in list(timings) if k.endswith(_MODEL_S)}
+        return {**data, "timings": timings, "usage": usage, "schema_version": CELL_SCHEMA_VERSION}
+
+
+def transcript_status(transcript: "Transcript", min_share: float) -> CellStatus:
+    """The status a transcript's cell gets: ``failed`` when the session was stopped on sustained
+    errors (it measured too little to read, whatever share answered), else by its query counts."""
+    return "failed" if transcript.stopped else QueryCounts.of(transcript).status(min_share)
+
+
+def measured_record(spec: CellSpec, transcript: "Transcript", metrics: dict[str, MetricResult],
+                    defense: "Defense | None", min_share: float, *, usage: Usage | None = None,
+                    audit: dict[str, Any] | None = None, timings: dict[str, float] | None = None) -> CellRecord:
+    """The record of a cell whose attack ran: its metrics (``measure.run_attack``), counts by
+    outcome, the status they give (``transcript_status``), the release fingerprint, the defense's
+    hook summary, guarantee and state, and the stack's model use (none: not known here, as for a
+    transcript scored after the fact). ``defense`` None: a scored transcript (``grid.scored``),
+    whose target's defense and guarantee are not known here."""
+    return CellRecord(
+        cell_id=spec.cell_id, spec=spec, status=transcript_status(transcript, min_share), error=transcript.stopped,
+        metrics=metrics, counts=QueryCounts.of(transcript), release_digest=transcript.release_digest(),
+        hook_summary=_hook_summary(transcript), audit=audit or {},
+        guarantee=defense.guarantee().model_dump(mode="json") if defense else {},
+        defense_state={} if defense is None else dict(defense.state()), usage=usage or Usage(), timings=timings or {},
+        engine=_engine())
+
+
+def error_record(spec: CellSpec, exc: BaseException, total_s: float) -> CellRecord:
+    """The record of a cell that crashed: the error and its traceback."""
+    return CellRecord(cell_id=spec.cell_id, spec=spec, status="error", error=f"{type(exc).__name__}: {exc}",
+                      traceback="".join(traceback.format_exception(exc)), timings={"total_s": total_s},
+                      engine=_engine())
+
+
+def _hook_summary(transcript: "Transcript") -> dict[str, dict[str, int]]:
+    summary: dict[str, dict[str, int]] = {}
+    for q in transcript.queries:
+        if q.trace is None:
+            continue
+        for h in q.trace.hooks:
+            row = summary.setdefault(h.hook, {"changed": 0, "calls": 0, "reordered": 0, "releases": 0})
+            row["releases"] += int(h.releases_context)
+            if h.audited:
+                row["calls"] += 1
+                row["changed"] += int(h.changed)
+                row["reordered"] += int(h.order_only)
+            else:  # only where the audit policy skipped a reference generation
+                row["unaudited"] = row.get("unaudited", 0) + 1
+    return summary
+
+
+def _engine() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("ragleak", "llama-cpp-python", "faiss-cpu", "onnxruntime"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
 
 
 class CorruptRecordError(ValueError):
@@ -196,12 +275,24 @@ class RunStore:
         return record
 
     def write(self, record: CellRecord) -> None:
-        data = json.loads(record.model_dump_json(exclude={"checksum"}))
-        data["checksum"] = record_checksum(data)
-        atomic_write_text(self.record_path(record.cell_id), json.dumps(data, indent=2, ensure_ascii=False))
+        """The record alone (its transcript, if any, is written already: ``write_cell``)."""
+        self.write_cell(record)
 
     def write_transcript(self, cell_id: str, text: str) -> None:
         atomic_write_text(self.transcript_path(cell_id), text)
+
+    def write_cell(self, record: CellRecord, transcript: "Transcript | None" = None) -> CellRecord:
+        """A finished cell: its transcript first (the record's ``transcript_digest`` is its digest),
+        then its record, last: the cell counts as finished once both are on disk. Returns the
+        record as written."""
+        if transcript is not None:
+            text = transcript.to_json()
+            record = record.model_copy(update={"transcript_digest": digest(text)})
+            atomic_write_text(self.transcript_path(record.cell_id), text)
+        data = json.loads(record.model_dump_json(exclude={"checksum"}))
+        data["checksum"] = record_checksum(data)
+        atomic_write_text(self.record_path(record.cell_id), json.dumps(data, indent=2, ensure_ascii=False))
+        return record
 
     def records(self) -> list[CellRecord]:
         out = []

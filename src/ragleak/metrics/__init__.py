@@ -40,8 +40,10 @@ def metric_info(key: str) -> dict[str, Any]:
     """The registry's metadata for a cell-record key: ``describe()`` of its metric, with ``key``,
     ``part`` and a ``title`` naming the part (``"NEL strict [EMAIL_REAL]"``)."""
     name, part = split_key(key)
-    info = METRICS.get(name).describe()
-    return {**info, "key": key, "part": part, "title": info["title"] + (f" [{part}]" if part else "")}
+    cls = METRICS.get(name)
+    info = cls.describe()
+    return {**info, "key": key, "part": part, "title": info["title"] + (f" [{part}]" if part else ""),
+            "detectors": sorted(cls.detectors_of(part))}
 
 
 def metric_title(key: str) -> str:

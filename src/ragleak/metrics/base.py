@@ -16,13 +16,19 @@ when the data cannot support a value (too few answered queries, one class only).
 is never a zero: metrics read answered queries only, and the result counts the failures it left out.
 ``parts`` holds named sub-readings (NELstrict by class, MI AUC by scorer); a part's key in a cell
 record is ``"<metric>[<part>]"``.
+
+A scorer never shares a detector with what it judges: a metric that finds PII with the masker's own
+pattern cannot see what the masker misses. So a metric declares the ``detectors`` it runs
+(``nlp.recognizers`` names, models, lexicons; per part where a part rests on fewer, in
+``part_detectors``), as a defense does, and ``compute_metrics`` marks each reading on a cell whose
+defense shares one of them: ``independent`` False, ``shared_detectors`` naming them.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,6 +55,10 @@ class MetricResult(BaseModel):
     note: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
     parts: dict[str, "MetricResult"] = Field(default_factory=dict)
+    independent: bool | None = Field(default=None, description=(
+        "whether the detectors this reading rests on are all different from the judged defense's; None: the "
+        "metric runs no detector, or the transcript does not name a registered defense"))
+    shared_detectors: tuple[str, ...] = Field(default=(), description="the detectors it shares with that defense")
 
     @property
     def defined(self) -> bool:
@@ -80,6 +90,21 @@ class Metric(ABC):
     higher_is_leakier: ClassVar[bool] = True
     #: True when ``compute`` needs ``context.stack`` (an embedder): computed only where a stack is present.
     requires_stack: ClassVar[bool] = False
+    #: The detectors this metric finds what it counts with (``nlp.recognizers`` names, and the models
+    #: and lexicons it runs); empty: it runs none (it compares text, reads scores or secrets).
+    detectors: ClassVar[frozenset[str]] = frozenset()
+    #: The detectors a part rests on where fewer than ``detectors`` (a part not listed rests on all).
+    part_detectors: ClassVar[Mapping[str, frozenset[str]]] = {}
+
+    @classmethod
+    def detectors_of(cls, part: str | None = None) -> frozenset[str]:
+        """The detectors the headline (``part`` None) or one part rests on."""
+        return cls.part_detectors.get(part, cls.detectors) if part is not None else cls.detectors
+
+    @classmethod
+    def shared_with(cls, defense_detectors: Iterable[str], part: str | None = None) -> frozenset[str]:
+        """The detectors the headline or ``part`` shares with a defense that runs ``defense_detectors``."""
+        return cls.detectors_of(part) & frozenset(defense_detectors)
 
     def applies_to(self, transcript: "Transcript") -> bool:
         """Whether ``transcript`` carries what this metric reads (default: any answered query)."""
@@ -92,7 +117,8 @@ class Metric(ABC):
     @classmethod
     def describe(cls) -> dict[str, Any]:
         return {"name": cls.name, "title": cls.title, "unit": cls.unit, "channels": sorted(cls.channels),
-                "higher_is_leakier": cls.higher_is_leakier, "inputs": list(cls.inputs)}
+                "higher_is_leakier": cls.higher_is_leakier, "inputs": list(cls.inputs),
+                "detectors": sorted(cls.detectors)}
 
 
 def split_key(key: str) -> tuple[str, str | None]:

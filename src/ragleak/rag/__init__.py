@@ -1,19 +1,5 @@
-"""The RAG stack under audit: embedder, FAISS index, local LLM, pipeline with four hooks, targets.
-
-``from ragleak.rag import RAGPipeline`` is the public entry; it is resolved lazily so that the
-defenses (which the pipeline calls) can import the generator protocol without a cycle.
+"""The parts of the RAG stack under audit, each usable alone: packaged models, the llama.cpp
+generator and its generation cache, multi-sequence decoding, the prompt builder, the embedder and
+the FAISS index over its SQLite passage store. The pipeline that drives them through a defense's
+hooks sits above the defenses, in ``ragleak.pipeline``.
 """
-
-__all__ = ["Conversation", "RAGPipeline", "Response"]
-
-
-def __getattr__(name: str):
-    if name == "Conversation":
-        from ragleak.rag.conversation import Conversation
-
-        return Conversation
-    if name in __all__:
-        from ragleak.rag import pipeline
-
-        return getattr(pipeline, name)
-    raise AttributeError(name)

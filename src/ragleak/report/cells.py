@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ragleak.errors import RagleakError
-from ragleak.grid.store import CELL_SCHEMA_VERSION, CellRecord, RunStore
+from ragleak.grid.store import CELL_SCHEMA_VERSION, READABLE_SCHEMAS, CellRecord, RunStore
 
 BASELINE = "none"
 
@@ -28,8 +28,8 @@ def load_run(run_dir: Path) -> list[CellRecord]:
             versions.add(json.loads(path.read_text(encoding="utf-8")).get("schema_version"))
         except (ValueError, AttributeError):
             continue  # a corrupt record: the store reports it and a resume reruns it
-    if versions and CELL_SCHEMA_VERSION not in versions:
-        # an older record's metrics are not MetricResults: reading it as "no cells" would hide the run
+    if versions and not versions & set(READABLE_SCHEMAS):
+        # a schema-1 record's metrics are not MetricResults: reading it as "no cells" would hide the run
         version = sorted(versions, key=str)[0]
         raise RagleakError(f"{run_dir} holds cell records of schema {version}; this ragleak reads schema "
                            f"{CELL_SCHEMA_VERSION}: rerun the grid into a new --out directory")

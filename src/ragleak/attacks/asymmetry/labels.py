@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ragleak.lcs import lcs_length, rouge_l, tokens
+from ragleak.nlp.recognizers import EMAIL_ATTRIBUTION
 from ragleak.records import Trace
 
 __all__ = ["Boilerplate", "attribution", "attribution_label", "context_passages", "lcs_length",
@@ -65,7 +66,7 @@ FUNCTION_WORDS = frozenset(
     "all about after before over under up down out off more most some other each both very just only own same".split()
 )
 _CAPITALISED = re.compile(r"(?<![.!?:\n]\s)(?<!^)\b[A-Z][A-Za-z'-]+")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_EMAIL = EMAIL_ATTRIBUTION.pattern
 
 
 def _ngrams(toks: Sequence[str], n: int = NGRAM) -> set[tuple[str, ...]]:
