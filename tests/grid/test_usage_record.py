@@ -118,3 +118,22 @@ def test_a_run_of_schema_1_records_is_still_refused(tmp_path):
     store.record_path(SPEC.cell_id).write_text(json.dumps({**_old_record(SPEC), "schema_version": 1}), encoding="utf-8")
     with pytest.raises(RagleakError, match="schema 1"):
         summarize(tmp_path)
+
+
+def test_a_cell_whose_metrics_fail_keeps_its_transcript(tmp_path, monkeypatch):
+    """The attack's queries are paid for: a metric that raises makes an error record, and the
+    transcript is on disk beside it (written first, as before the metrics moved into run_attack)."""
+    import ragleak.measure as measure
+
+    def broken(transcript, context):
+        raise RuntimeError("a metric failed")
+
+    monkeypatch.setattr(cell_module, "cell_stack",
+                        lambda spec, run_dir: tiny_stack(Path(run_dir) / "generations.sqlite", target=copy_context))
+    monkeypatch.setattr(measure, "compute_metrics", broken)
+    RunStore(tmp_path).init(GridConfig(attacks=["ps"], defenses=["none"], corpora=["synthetic-corp"]), [SPEC])
+    record = execute_cell(SPEC, str(tmp_path))
+    assert record.status == "error" and "a metric failed" in (record.error or "")
+    path = RunStore(tmp_path).transcript_path(SPEC.cell_id)
+    assert path.exists() and len(json.loads(path.read_text())["queries"]) == 2
+    assert record.usage.model_calls == 2

@@ -57,7 +57,7 @@ def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None)
     audit = audit or audit_policy(run_dir)
     t0 = time.perf_counter()
     stack = cell_stack(spec, run_dir)
-    transcript = None
+    kept: list = []  # the transcript, as soon as the attack ends: a metric that fails must not lose it
     try:
         attack, defense = ATTACKS.get(spec.attack)(**spec.attack_params), _defense(spec)
         source, passages, view = _source(spec, attack, stack, run_dir)
@@ -65,7 +65,7 @@ def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None)
         target = build_target(stack, source, defense, ctx=ctx, audit=audit)
         t_setup = time.perf_counter() - t0
         transcript, metrics = run_attack(attack, target, ctx, passages, budget=spec.budget, corpus_view=view,
-                                         mode=spec.mode)
+                                         mode=spec.mode, keep=kept.append)
         record = measured_record(spec, transcript, metrics, defense, min_answered_share(run_dir),
                                  audit=target.pipeline.audit_summary() if isinstance(target, PipelineTarget) else {},
                                  timings={"setup_s": round(t_setup, 3), "total_s": round(time.perf_counter() - t0, 3),
@@ -74,7 +74,8 @@ def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None)
     except Exception as exc:  # a failing cell is a record, not a crashed grid
         record = error_record(spec, exc, round(time.perf_counter() - t0, 3))
     # what the cell's models did, whether it measured or crashed
-    return RunStore(Path(run_dir)).write_cell(record.model_copy(update={"usage": stack.usage()}), transcript)
+    return RunStore(Path(run_dir)).write_cell(record.model_copy(update={"usage": stack.usage()}),
+                                              kept[0] if kept else None)
 
 
 def _source(spec: CellSpec, attack, stack: Stack, run_dir: str | Path) -> tuple[Source, list[Passage], CorpusView]:
