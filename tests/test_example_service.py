@@ -28,7 +28,6 @@ from typer.testing import CliRunner
 
 from ragleak.corpora import load_corpus
 from ragleak.grid.store import RunStore
-from ragleak.report.evidence import TOP_ITEMS
 from served import served
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,17 +140,17 @@ def test_audit_the_example_service_end_to_end(tmp_path, monkeypatch):
     assert set(leaked["masked"]) <= set(leaked["plain"])
 
     for name, out in runs.items():
-        _cli(runner, "report", str(out), "--show-leaks")
+        # the grid's gates are kept with the run: a later report re-checks them (exit 1 where one trips)
+        masked_types = {t for t, _ in leaked[name]} & {"EMAIL", "PHONE"}
+        _cli(runner, "report", str(out), "--show-leaks", exit_code=1 if masked_types else 0)
         summary = json.loads((out / "summary.json").read_text())
         page = (out / "report.html").read_text(encoding="utf-8")
         listed = {(it["type"], it["value"]): set(it["documents"]) for it in summary["leaks"].get("external", [])}
-        # the top items of what the cells found, nothing invented, each with the documents that hold it
-        assert len(listed) == min(len(leaked[name]), TOP_ITEMS) and set(listed) <= set(leaked[name])
+        # every item the cells found, nothing invented, each with the documents that hold it
+        assert set(listed) == set(leaked[name])
         for (kind, value), holders in listed.items():
             assert holders == leaked[name][(kind, value)]
             assert f"<code>{escape(value)}</code>" in page and all(doc in page for doc in holders)
-        if len(leaked[name]) <= TOP_ITEMS:  # every recovered canary is among them
-            assert {k for k in leaked[name] if k[0] == "CANARY"} <= set(listed)
     diffed = _cli(runner, "diff", str(runs["plain"]), str(runs["masked"]), "--json")
     rows = json.loads(diffed.output)
     assert rows and {r["defense"] for r in rows} == {"external"}

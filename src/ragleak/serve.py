@@ -9,6 +9,10 @@
 ``client`` is the caller's id; the built-in pipeline passes it to its defense as the principal
 (ca-dp keeps one budget per client; requests without one share the stream's).
 
+``ragleak serve`` is deploy mode (docs/accounting.md): the defense's DP noise comes from fresh OS
+entropy and budgeted defenses keep their charges in a SQLite file beside the index, so neither a
+replayed seed nor a restart undoes a guarantee; ``--noise-seed`` fixes the noise for an audit.
+
 Used to audit the built-in pipeline over HTTP exactly as a user's own endpoint would be audited
 (the same grid ``target:`` section works against both), and by the HTTP adapter's tests.
 """

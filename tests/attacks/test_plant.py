@@ -46,6 +46,21 @@ def test_every_document_may_carry_a_canary_and_the_rest_is_unchanged(folder, tmp
     assert read_view(manifest_path(out)).secrets == manifest.secrets
 
 
+def test_planted_files_get_the_mode_the_umask_gives(folder, tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "planted"
+        manifest = plant_folder(folder, out, n=8, seed=5)
+    finally:
+        os.umask(old)
+    changed = {out / c.file for c in manifest.canaries} | {manifest_path(out)}
+    # a service running as another user reads the planted documents like the rest (never 0600)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in changed} == {0o644}
+
+
 def test_plant_refuses_what_would_break_the_audit(folder, tmp_path):
     with pytest.raises(ConfigError, match="inside"):
         plant_folder(folder, folder / "copy", n=1)

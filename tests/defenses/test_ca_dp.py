@@ -155,3 +155,15 @@ def test_served_pipeline_charges_each_client_its_own_budget(fact_index):
             ["passages: 2", "passages: 0", "passages: 2", "passages: 2", "passages: 0"]
         assert client.post("/ask", json={"query": "q", "client": 3}).status_code == 400
     assert d.charged == {"a": 1, "b": 1, "": 1}
+
+
+def test_a_query_is_paid_for_before_its_answer_exists(fact_index):
+    # the generator dies mid-answer (as a killed server would): the query was charged all the same
+    def crash(user):
+        raise RuntimeError("killed while generating")
+
+    d = make_defense("ca-dp", turn_epsilon=1.0, conversation_epsilon=2.0, accountant="basic")
+    pipe = pipeline_under_test(fact_index, crash, d, top_k=2, seed=1)
+    with pytest.raises(RuntimeError, match="killed"):
+        pipe.answer("ferry?", principal="alice")
+    assert d.charged == {"alice": 1}

@@ -101,7 +101,7 @@ def test_summary_and_aggregates_count_and_exclude(run_dir):
 
     paths = build_report(run_dir)
     summary = json.loads(Path(paths["summary"]).read_text())
-    assert summary["status_counts"] == {"ok": 1, "partial": 1, "failed": 1, "error": 0}
+    assert summary["status_counts"] == {"ok": 1, "partial": 1, "failed": 1, "error": 0, "missing": 0, "corrupt": 0}
     assert summary["queries"] == {"queries": 30, "answered": 17, "refused": 0, "failed": 13}
     assert [c["counts"]["errors"] for c in summary["failed"]] == [10]
     assert [c["counts"]["errors"] for c in summary["partial"]] == [3]

@@ -73,6 +73,14 @@ def asymmetry() -> Transcript:
     return t
 
 
+def utility() -> Transcript:
+    """Benign questions with gold answers (attacks.utility): one answered right, one wrong, one failed."""
+    t = transcript("utility", [("It is Riverside Clinic.", ["d1#0"]), FAILED, ("No idea.", ["d3#0"])])
+    t.scoring["gold"] = [{"index": i, "doc_id": d, "answer": a, "source": "record"}
+                         for i, d, a in ((0, "d1", "Riverside Clinic"), (1, "d2", "Dunmore"), (2, "d3", "servo motors"))]
+    return t
+
+
 def all_failed() -> Transcript:
     """Every query failed, though the transcript carries what every metric reads."""
     t = transcript("canary", [FAILED, FAILED, FAILED])
@@ -82,4 +90,5 @@ def all_failed() -> Transcript:
     return t
 
 
-KINDS = {"extraction": extraction, "membership": membership, "canary": canary, "asymmetry": asymmetry}
+KINDS = {"extraction": extraction, "membership": membership, "canary": canary, "asymmetry": asymmetry,
+         "utility": utility}

@@ -50,13 +50,14 @@ def test_tpr_at_low_fpr_and_reversal():
     res = membership_auc(members, nonmembers, n_resamples=300)
     assert res.tpr_at_1pct == pytest.approx(_sk_tpr(members, nonmembers, 0.01))
     assert res.tpr_at_10pct == pytest.approx(_sk_tpr(members, nonmembers, 0.10))
-    assert res.low_fpr_supported == {"1%": True, "10%": True}
+    assert res.tpr_at_0_1pct == pytest.approx(_sk_tpr(members, nonmembers, 0.001))
+    assert res.low_fpr_supported == {"10%": True, "1%": True, "0.1%": False}
     assert res.tpr_at_1pct_ci[0] <= res.tpr_at_1pct <= res.tpr_at_1pct_ci[1]
     assert res.interval.low <= res.auc100 <= res.interval.high
     flipped = membership_auc(-members, -nonmembers, n_resamples=100)
     assert flipped.reversal and flipped.advantage == pytest.approx(res.advantage)
     small = membership_auc(MEMBERS, NONMEMBERS, n_resamples=100)
-    assert small.low_fpr_supported == {"1%": False, "10%": False}
+    assert small.low_fpr_supported == {"10%": False, "1%": False, "0.1%": False}
 
 
 def test_run_level_bootstrap_resamples_runs():

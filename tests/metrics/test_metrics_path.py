@@ -5,10 +5,10 @@ never scored, and a transcript whose every query failed yields None, never 0."""
 from __future__ import annotations
 
 import pytest
-from metric_transcripts import KINDS, PASSAGES, all_failed, asymmetry, canary, extraction, membership
+from metric_transcripts import KINDS, PASSAGES, all_failed, asymmetry, canary, extraction, membership, utility
 
 from ragleak.metrics import METRICS, MetricContext, MetricResult, split_key
-from ragleak.metrics.compute import compute_metrics
+from ragleak.metrics.compute import applies, compute_metrics
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def stack(stack_config):
 
 def _expected_n(result: MetricResult, t) -> int:
     answered = [q for q in t.queries if q.ok]
-    return {"answered queries": len(answered), "candidates": sum(1 for m in t.membership if m.member is not None),
+    return {"answered queries": len(answered), "answered questions": len(answered), "candidates": sum(1 for m in t.membership if m.member is not None),
             "canaries": len(t.scoring.get("secrets", {})), "indexed chunks": len(PASSAGES),
             "sentences": sum(len(r["labels"]) for r in t.scoring.get("asymmetry", {}).get("labels", [])
                              if r["query_index"] in {q.index for q in answered})}[result.n_of]
@@ -33,7 +33,9 @@ def test_every_applicable_metric_yields_a_result_with_n_and_failures(kind, stack
     assert failed >= 1
     results = compute_metrics(t, MetricContext(PASSAGES, stack, seed=0))
     names = {split_key(k)[0] for k in results}
-    assert names == {n for n in METRICS.names() if METRICS.get(n)().applies_to(t)}
+    assert names == {n for n in METRICS.names() if applies(METRICS.get(n)(), t, MetricContext(PASSAGES, stack))}
+    # a benign probe's transcript is read by the utility metrics alone, any other by none of them
+    assert all(n.startswith("utility_") == (kind == "utility") for n in names)
     for key, r in results.items():
         assert isinstance(r, MetricResult) and not r.parts, key
         assert r.failed == failed, key
@@ -65,6 +67,13 @@ def test_values_on_the_built_transcripts(stack):
     assert ex["rougeL_max"].value == pytest.approx((1.0 + 0.3) / 2)
     assert ex["embedding_similarity"].value > 0.5
     assert "canary_recovery" not in ex and "mi_auc" not in ex and "attribution_f1" not in ex
+    assert "utility_f1" not in ex
+    # benign questions: the right answer holds the gold span, the wrong one shares no token; the
+    # failed question is counted, not scored; no leakage metric reads them
+    ut = compute_metrics(utility(), ctx)
+    assert set(ut) == {"utility_f1", "utility_em"}
+    assert ut["utility_em"].value == 0.5 and ut["utility_em"].n == 2 and ut["utility_em"].failed == 1
+    assert ut["utility_f1"].value == pytest.approx((2 / 3 + 0.0) / 2)  # P 2/4, R 2/2: F1 2/3; then 0
 
     mi = compute_metrics(membership(), ctx)
     assert mi["mi_auc[loss]"].value == 100.0 and mi["mi_auc[overlap]"].value < 100.0
@@ -99,11 +108,12 @@ def test_every_registered_metric_reaches_the_summary(tmp_path, stack):
     from ragleak.grid.store import CellRecord, QueryCounts, RunStore
     from ragleak.report.summary import summarize
 
-    config = GridConfig(attacks=["ps", "mi", "canary", "asymmetry"], defenses=["none"], corpora=["synthetic-corp"])
+    config = GridConfig(attacks=["ps", "mi", "canary", "asymmetry", "utility"], defenses=["none"],
+                        corpora=["synthetic-corp"])
     cells = config.expand()
     store = RunStore(tmp_path)
     store.init(config, cells)
-    builders = {"ps": extraction, "mi": membership, "canary": canary, "asymmetry": asymmetry}
+    builders = {"ps": extraction, "mi": membership, "canary": canary, "asymmetry": asymmetry, "utility": utility}
     for spec in cells:
         t = builders[spec.attack]()
         store.write_transcript(spec.cell_id, t.to_json())

@@ -17,6 +17,7 @@ from ragleak.context import RunContext
 from ragleak.defenses import DEFENSES
 from ragleak.grid.scored import scored, scoring_corpus, write_run
 from ragleak.measure import run_attack
+from ragleak.metrics.pii import redact
 from ragleak.report import html
 from ragleak.report.build import build_report
 from ragleak.report.evidence import guarantee_warnings
@@ -59,23 +60,31 @@ def run(tmp_path, corpus):
 
 def test_report_lists_leaked_values_with_documents_and_queries(run):
     paths = build_report(run, gates=[parse_gate("pii_leaks>0"), parse_gate("canary_recovery>0")])
-    summary = json.loads(Path(paths["summary"]).read_text())
-    leaks = {d: {(i["type"], i["value"]): i for i in items} for d, items in summary["leaks"].items()}
+    text = Path(paths["summary"]).read_text()
+    summary = json.loads(text)
+    leaks = {d: {(i["type"], i["redacted"]): i for i in items} for d, items in summary["leaks"].items()}
     assert set(leaks) == {"http://svc/open", "http://svc/masked"}
-    assert leaks["http://svc/open"][("EMAIL", EMAIL)]["documents"] == ["hr.txt"]
-    assert ("EMAIL", EMAIL) not in leaks["http://svc/masked"]  # masked, so not leaked
-    secret = leaks["http://svc/masked"][("SECRET", SECRET)]
+    assert leaks["http://svc/open"][("EMAIL", redact(EMAIL))]["documents"] == ["hr.txt"]
+    assert ("EMAIL", redact(EMAIL)) not in leaks["http://svc/masked"]  # masked, so not leaked
+    secret = leaks["http://svc/masked"][("SECRET", redact(SECRET))]
     assert secret["documents"] == ["it.md"] and secret["first"]["query"] == 1
     page = Path(paths["report"]).read_text()
     assert "hr.txt" in page and "it.md" in page
     assert f"id='{secret['first']['anchor']}'" in page and f"href='#{secret['first']['anchor']}'" in page
-    assert SECRET not in page and EMAIL not in page  # redacted by default ...
-    assert secret["redacted"] in page
-    full = Path(build_report(run, show_leaks=True)["report"]).read_text()
+    # redacted by default in every file a CI job keeps, not only the page ...
+    for name in ("report", "summary", "sarif", "junit", "cells"):
+        body = Path(paths[name]).read_text()
+        assert SECRET not in body and EMAIL not in body, name
+    assert secret["redacted"] in page and "value" not in secret and summary["redacted"]
+    assert all("snippet" not in ev and ev["snippet_redacted"] for ev in summary["evidence"])
+    full_paths = build_report(run, show_leaks=True)
+    full = Path(full_paths["report"]).read_text()
     assert SECRET in full and EMAIL in full  # ... and shown with --show-leaks
+    raw = json.loads(Path(full_paths["summary"]).read_text())
+    assert {i["value"] for i in raw["leaks"]["http://svc/open"]} >= {SECRET, EMAIL}
 
 
-def test_sample_sizes_units_and_empty_table_two_explain_themselves(run):
+def test_sample_sizes_units_empty_table_two_and_the_leak_headline_explain_themselves(run):
     summary = json.loads(Path(build_report(run)["summary"]).read_text())
     assert "no baseline" in summary["empty_states"]["table_two"]
     level = next(lv for lv in summary["levels"] if lv["metric"] == "pii_leaks[EMAIL]")
@@ -84,6 +93,17 @@ def test_sample_sizes_units_and_empty_table_two_explain_themselves(run):
     page = Path(build_report(run)["report"]).read_text()
     assert "Table II is empty: no baseline" in page
     assert "distinct corpus PII values released (count); higher = more leakage" in page
+
+    # every leaked item is listed; the headline is the union of distinct values per type
+    heads = {(h["defense"], h["metric"], h["type"]): h for h in summary["leak_headline"]}
+    # the open service released the e-mail, the phone number and the password; the masked one only the password
+    assert heads[("http://svc/open", "pii_leaks", "EMAIL")]["distinct"] == 1
+    assert heads[("http://svc/open", "pii_leaks", "EMAIL")]["of"] == 1
+    assert heads[("http://svc/masked", "pii_leaks", "EMAIL")]["distinct"] == 0
+    assert heads[("http://svc/masked", "pii_leaks", "SECRET")]["distinct"] == 1
+    for defense, items in summary["leaks"].items():
+        assert len(items) == sum(h["distinct"] for (d, _, _), h in heads.items() if d == defense)
+    assert summary["leak_state"] == "leaked"
 
 
 def test_gates_trip_and_go_into_sarif_and_junit(run):

@@ -1,29 +1,26 @@
 """`ragleak verify` on every registered DP defense in its default configuration (no model: the
-real hooks, the real FAISS index, generation over a scripted token distribution), and proof that
-the check can fail: a Laplace selection with a third of its stated noise is caught.
+real hooks, the real FAISS index, generation over a scripted token distribution): each reads
+``holds`` or ``inconclusive`` with its ceiling, never a bare green line, never broken or void.
 
-Trial counts are sized to the suite (this file < 60 s on 2 shared cores): 200 trials per world
-reach an eps lower bound above 1 for an event that one corpus never shows and the other shows in
-a fifth of the trials (the pool-edge case), which is what a selection restricted to a pool
-produces. The stated claims of the generation-side defenses (eps 20-64 per answer at their
-defaults) are far above what any finite test here can certify; their runs check the code path
-end to end and would flag a mechanism that leaks outright.
+Budgets are sized to the suite: 100 trials per world for the retrieval-side cards (every stress
+of the card's adjacency; ca-dp two of them, and its budget line for one principal is above the
+ceiling of 100 trials, so it reads inconclusive unrun), 100 for the generation-side ones (their per-answer
+claims, eps 20-64, are untestable at any budget here and read inconclusive; dp-vote's per-token
+claim runs), and dp-synthetic, which rebuilds its corpus over the WordNet vocabulary on every
+trial (~0.3 s), at 12 trials on the single pair: below its claim's ceiling, so inconclusive.
 """
 
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
 
 from ragleak.defenses import DEFENSES, make_defense
-from ragleak.defenses.dp_retrieval import DPRetrieval
-from ragleak.verify import STRESSES, VerifySettings, verify_defense
+from ragleak.verify import Verdict, VerifySettings, verify_defense
+from ragleak.verify.run import BUDGET_EXTRA
 
-# per defense: trials per world and the stresses run (dp-synthetic rebuilds its corpus over the
-# whole WordNet vocabulary on every trial, ~0.1 s, so it runs the single-document pair only)
-BUDGET = {"dp-synthetic": (10, ("single",))}
-DEFAULT_BUDGET = (200, STRESSES)
-GENERATION_BUDGET = (80, STRESSES)
+BUDGET = {"dp-synthetic": VerifySettings(trials=12, stresses=("single",), adjacencies="card"),
+          "ca-dp": VerifySettings(trials=100, adjacencies="card", stresses=("contested", "pool-edge"), colluders=(1,))}
+DEFAULT_BUDGET = VerifySettings(trials=100, adjacencies="card")
 
 
 def dp_defenses() -> list[str]:
@@ -36,49 +33,27 @@ def test_every_dp_defense_is_verified_here():
 
 
 @pytest.mark.parametrize("name", dp_defenses())
-def test_default_configuration_passes_verify(name):
-    generation = make_defense(name).overrides("generate")
-    trials, stresses = BUDGET.get(name, GENERATION_BUDGET if generation else DEFAULT_BUDGET)
-    report = verify_defense(name, settings=VerifySettings(trials=trials, stresses=stresses, adjacencies="card"))
-    ran = [s for s in report.scenarios if s.applicable]
-    assert ran and all(s.events for s in ran), f"{name}: no scenario ran ({[s.reason for s in report.scenarios]})"
-    assert not report.violated, f"{name}: {report.violations}"
+def test_default_configuration_holds_or_is_inconclusive_with_its_ceiling(name):
+    report = verify_defense(name, settings=BUDGET.get(name, DEFAULT_BUDGET))
+    assert report.verdict in (Verdict.holds, Verdict.inconclusive), f"{name}: {report.line}"
+    assert report.exit_code == (0 if report.verdict is Verdict.holds else 3)
+    judged = [s for s in report.scenarios if s.verdict is not None]
+    assert judged, f"{name}: no scenario applies"
+    for s in judged:
+        if s.verdict is Verdict.holds:
+            assert s.line.startswith("holds (tested to eps") and s.trials > 0 and s.max_eps_lb <= s.claim.eps
+        else:
+            assert s.line.startswith("inconclusive:") and "ceiling" in s.line and "finest testable claim" in s.line
 
 
-class ThirdOfTheNoise(DPRetrieval):
-    """Laplace selection whose noise scale is a third of what its card's epsilon needs (3x eps)."""
-
-    name = "dp-retrieval-third-noise"
-
-    @property
-    def sensitivity(self) -> float:
-        return super().sensitivity / 3
-
-
-SINGLE = VerifySettings(trials=300, stresses=("single",), adjacencies="card")
-
-
-def test_a_mis_scaled_mechanism_is_caught_and_the_correct_one_is_not():
-    caught = verify_defense(ThirdOfTheNoise, settings=SINGLE)
-    assert caught.violated and caught.max_eps_lb > 1.0
-    worst = max(caught.scenarios[0].events, key=lambda e: e.eps_lb)
-    assert worst.p_world > 3 * worst.p_neighbour  # what the flag rests on: p(D) against p(D')
-    honest = verify_defense(DPRetrieval, settings=SINGLE)
-    assert not honest.violated and honest.max_eps_lb < 1.0
-
-
-def test_cli_exits_1_on_a_violation_and_writes_json(tmp_path):
-    from ragleak.cli import app
-    from ragleak.verify import VerifyReport
-
-    DEFENSES.register(ThirdOfTheNoise.name, f"{__name__}:ThirdOfTheNoise")
-    try:
-        out = tmp_path / "verify.json"
-        result = CliRunner().invoke(app, ["verify", ThirdOfTheNoise.name, "--trials", "300", "--stress", "single",
-                                          "--adjacency", "card", "--params", "epsilon=1", "--json", str(out)])
-        assert result.exit_code == 1, result.output
-        report = VerifyReport.model_validate_json(out.read_text())
-        assert report.violated and report.defense == ThirdOfTheNoise.name and report.params["epsilon"] == 1.0
-        assert "VIOLATED" in result.output
-    finally:
-        DEFENSES.unregister(ThirdOfTheNoise.name)
+def test_ca_dp_has_a_line_per_number_of_colluding_principals():
+    report = verify_defense("ca-dp", settings=VerifySettings(trials=50, adjacencies="card", stresses=(),
+                                                             colluders=(1, 2, 4, 8)))
+    lines = {s.principals: s for s in report.scenarios}
+    assert set(lines) == {1, 2, 4, 8}
+    n = make_defense("ca-dp").max_turns
+    # k colluders ask (k + BUDGET_EXTRA) N queries and are charged at most k N: the card's eps(k N)
+    assert [lines[k].claim.queries for k in (1, 2, 4, 8)] == [(k + BUDGET_EXTRA) * n for k in (1, 2, 4, 8)]
+    eps = [lines[k].claim.eps for k in (1, 2, 4, 8)]
+    assert eps == sorted(eps) and eps[0] == pytest.approx(4.0, rel=1e-6)
+    assert all("ceiling" in lines[k].line for k in (2, 4, 8))  # eps(8 N) and beyond: untestable here

@@ -64,6 +64,8 @@ class GuaranteeCard(BaseModel):
     resets: str = Field(default="", description="what, if anything, starts a fresh budget")
     assumptions: list[Assumption] = Field(default_factory=list, description="premises, each met / violated / unchecked")
     void_reason: str = Field(default="", description="why the claim does not hold here; empty when it does")
+    noise: str = Field(default="", description="boundary of the claim in time: fixed-seed noise (an audit) or fresh "
+                                               "entropy (a deployment); empty when not stated")
 
 
 def describe_unit(guarantee: Guarantee) -> str:
@@ -99,14 +101,34 @@ def describe_resets(guarantee: Guarantee) -> str:
             return "no budget: every answered query composes"
         if s.budget_scope == "principal":
             return (f"per client id: {s.max_queries} queries each; new conversations of the same client do not "
-                    "reset, a new client id does (the curve is the worst case: an adversary opening new ids)")
+                    "reset, a new client id does (the curve is the worst case: an adversary opening new ids)"
+                    + _ledger(s))
         return (f"nothing resets: {s.max_queries} queries over the whole stream the target serves, then no "
-                "more retrieval for anyone")
+                "more retrieval for anyone" + _ledger(s))
     if isinstance(s, PerDocumentFilter):
-        return "nothing resets: a document's charges only grow until it retires"
+        return "nothing resets: a document's charges only grow until it retires" + _ledger(s)
     if isinstance(s, OneTimeRelease):
         return "nothing to reset: released once"
     return "no formal guarantee"
+
+
+FIXED_SEED = "noise seed fixed: a reproducible audit, not a deployment guarantee"
+
+
+def describe_noise(guarantee: Guarantee) -> str:
+    if guarantee.noise == "fixed-seed":
+        return FIXED_SEED
+    if guarantee.noise == "fresh":
+        return "fresh noise: seeded from the operating system's entropy in each process, never recorded"
+    return ""
+
+
+def _ledger(scope: PerResponse | PerDocumentFilter) -> str:
+    if scope.ledger is None:
+        return ""
+    if scope.ledger == "memory":
+        return "; charges kept in memory: they end with the process (a restart resets them)"
+    return f"; charges kept in {scope.ledger}: they survive a restart (delete the file to reset them)"
 
 
 def describe_scope(guarantee: Guarantee) -> str:
@@ -149,7 +171,7 @@ def build_card(defense: str, guarantee: Guarantee, *, params: dict | None = None
                          warnings=card_warnings(guarantee, rows, reason, docs_per_person), notes=guarantee.notes,
                          adjacency=describe_adjacency(guarantee), group=describe_group(guarantee, docs_per_person),
                          resets=describe_resets(guarantee), assumptions=list(guarantee.assumptions),
-                         void_reason=reason)
+                         void_reason=reason, noise=describe_noise(guarantee))
 
 
 def card_warnings(guarantee: Guarantee, rows: list[CurveRow], void_reason: str, docs_per_person: int | None) -> list[str]:
@@ -158,6 +180,8 @@ def card_warnings(guarantee: Guarantee, rows: list[CurveRow], void_reason: str, 
         warnings.append(f"VOID: {void_reason}")
     if not guarantee.is_formal:
         return warnings
+    if guarantee.noise == "fixed-seed":
+        warnings.append(FIXED_SEED)
     if guarantee.boundary == "retrieved-ids":
         warnings.append("retrieval-side DP only: the answers are not DP (the LLM sees the selected passages verbatim)")
     scope = guarantee.scope

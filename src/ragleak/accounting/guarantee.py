@@ -17,6 +17,10 @@ passages one document has), and the ``assumptions`` the proof relies on, each ch
 this configuration where the defense can (``met``: true, false, or None when there was nothing
 to check it against yet). A violated assumption voids the claim (``composition.epsilon_after``).
 
+A guarantee also states where its ``noise`` came from (a fixed seed: a reproducible audit, replayable
+by whoever knows the seed, so no deployment guarantee; or fresh OS entropy) and a budgeted scope
+states its ``ledger``: where its charges live (a SQLite file that survives a restart, or memory).
+
 These are data (like dp-accounting's DpEvent): a defense describes its mechanism here and the
 accountants in this package compute epsilon from it. A guarantee with no ``boundary`` or no
 ``unit`` cannot be written down.
@@ -27,6 +31,10 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+LEDGER_HELP = ("where a budget's charges live: a SQLite file (they survive a restart) or 'memory' (they end with "
+               "the process: an audit's ledger); None: not stated")
 
 
 class _Slot(BaseModel):
@@ -58,6 +66,7 @@ class PerResponse(_Slot):
         default=None, description=("what max_queries counts: 'stream' (every query the target answers, nothing resets: "
                                    "eps(T) is capped) or 'principal' (per client id: a new id starts a fresh budget, so "
                                    "the worst case over an adversary who opens new ids is uncapped)"))
+    ledger: str | None = Field(default=None, description=LEDGER_HELP)
 
 
 class PerDocumentFilter(_Slot):
@@ -68,6 +77,7 @@ class PerDocumentFilter(_Slot):
     eps_q: float = Field(ge=0)
     max_charges: int = Field(ge=1, description="M")
     delta_q: float = Field(default=0.0, ge=0, le=1)
+    ledger: str | None = Field(default=None, description=LEDGER_HELP)
 
 
 class OneTimeRelease(_Slot):
@@ -114,6 +124,10 @@ class Guarantee(_Slot):
         default="document", description="what one noise draw / one vote protects; 'passage' pays group privacy")
     max_chunks: int | None = Field(default=None, ge=1, description="most passages of one document in the served index")
     assumptions: tuple[Assumption, ...] = ()
+    noise: Literal["fixed-seed", "fresh"] | None = Field(
+        default=None, description=("where the mechanism's noise came from: 'fixed-seed' (a reproducible audit: whoever "
+                                   "knows the seed replays it, so it is no deployment guarantee) or 'fresh' (OS entropy "
+                                   "per process); None: not stated"))
     retrieval_eps_q: float | None = Field(
         default=None, ge=0, description=("eps per query of a randomised retrieval selection: what citations or ids "
                                          "shown next to an answers claim add to it"))

@@ -14,10 +14,16 @@ ATTACKS: Registry[type[Attack]] = Registry(
         "pm": "ragleak.attacks.prompt_extraction:MultiTurnPromptExtraction",
         "canary": "ragleak.attacks.canary:CanaryExtraction",
         "mi": "ragleak.attacks.membership:MembershipInference",
+        "mi-entailment": "ragleak.attacks.mi_entailment:EntailmentMembership",
+        "mi-interrogation": "ragleak.attacks.mi_interrogation:InterrogationMembership",
+        "mi-dcmi": "ragleak.attacks.mi_dcmi:DcmiMembership",
         "rag-thief": "ragleak.attacks.rag_thief:RagThief",
         "deal": "ragleak.attacks.deal:Deal",
         "ikea": "ragleak.attacks.ikea:Ikea",
+        "pide": "ragleak.attacks.pide:Pide",
+        "pirates": "ragleak.attacks.pirates:Pirates",
         "asymmetry": "ragleak.attacks.asymmetry.attack:KnowledgeAsymmetryAttack",
+        "utility": "ragleak.attacks.utility:UtilityProbe",
     },
 )
 

@@ -31,6 +31,7 @@ import logging
 import math
 import random
 import re
+from abc import abstractmethod
 from collections import Counter
 from typing import ClassVar, Literal
 
@@ -59,12 +60,17 @@ did than then there here which who whom what when where why how all any each oth
 also only same such very more most some""".split())
 
 
-class MembershipParams(AttackParams):
-    scorers: tuple[Scorer, ...] = ("heuristic", "s2mia", "rag-mia")
-    rag_mia_chars: int = Field(default=1000, ge=20, description="characters of x in the RAG-MIA query")
+class SplitParams(AttackParams):
+    """The MI experiment's sizes, shared by every membership attack (``MembershipAttack``)."""
+
     n_members: int = Field(default=10, ge=1, description="members tested (prepare_corpus)")
     n_nonmembers: int = Field(default=100, ge=1, description="non-members tested (prepare_corpus)")
     kb_size: int = Field(default=50, ge=1, description="documents indexed (prepare_corpus)")
+
+
+class MembershipParams(SplitParams):
+    scorers: tuple[Scorer, ...] = ("heuristic", "s2mia", "rag-mia")
+    rag_mia_chars: int = Field(default=1000, ge=20, description="characters of x in the RAG-MIA query")
 
 
 def split_halves(text: str) -> tuple[str, str]:
@@ -120,24 +126,22 @@ def yes_no_score(answer: str) -> float:
     return 1.0 if yes and not no else 0.0
 
 
-class MembershipInference(Attack):
-    """Black-box MI: per-candidate probe + direct yes/no query; heuristic, S²MIA-BLEU, RAG-MIA scores."""
+class MembershipAttack(Attack):
+    """What every membership attack shares: the labelled split of a grid cell's corpus
+    (``prepare_corpus``) and a budget of ``queries_per_candidate`` queries per candidate. The
+    probes are fixed by the candidates (and, where an attacker LLM writes them, by its greedy
+    output), never by earlier answers: not adaptive."""
 
-    name: ClassVar[str] = "mi"
-    version: ClassVar[str] = "1"
     threat_model = "black-box"
-    default_budget: ClassVar[int] = 220  # 10 members + 100 non-members, two queries each
-    description: ClassVar[str] = "black-box membership inference (heuristic, S2MIA BLEU, RAG-MIA yes/no)"
-    Params = MembershipParams
+    adaptive: ClassVar[bool] = False
+    Params = SplitParams
 
-    def _queries_per_doc(self) -> int:
-        s = set(self.params.scorers)
-        return int(bool(s & {"heuristic", "s2mia"})) + int("rag-mia" in s)
-
-    adaptive: ClassVar[bool] = False  # the probes are fixed by the candidates, whatever the answers
+    @abstractmethod
+    def queries_per_candidate(self) -> int:
+        """Queries sent to the target per candidate."""
 
     def budget_for(self, view: CorpusView) -> int:
-        return self._queries_per_doc() * len(view.documents) if view.documents else self.default_budget
+        return self.queries_per_candidate() * len(view.documents) if view.documents else self.default_budget
 
     def prepare_corpus(self, documents: list[Document], seed: int) -> tuple[list[Document], CorpusView]:
         """For a grid cell: index the first ``kb_size`` documents and test ``n_members`` of them against
@@ -152,6 +156,20 @@ class MembershipInference(Attack):
             log.warning("MI: corpus has %d documents; testing %d non-members instead of %d",
                         len(documents), n_out, p.n_nonmembers)
         return membership_split(list(documents), p.n_members, n_out, p.kb_size, seed)
+
+
+class MembershipInference(MembershipAttack):
+    """Black-box MI: per-candidate probe + direct yes/no query; heuristic, S²MIA-BLEU, RAG-MIA scores."""
+
+    name: ClassVar[str] = "mi"
+    version: ClassVar[str] = "1"
+    default_budget: ClassVar[int] = 220  # 10 members + 100 non-members, two queries each
+    description: ClassVar[str] = "black-box membership inference (heuristic, S2MIA BLEU, RAG-MIA yes/no)"
+    Params = MembershipParams
+
+    def queries_per_candidate(self) -> int:
+        s = set(self.params.scorers)
+        return int(bool(s & {"heuristic", "s2mia"})) + int("rag-mia" in s)
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         scorers = set(self.params.scorers)

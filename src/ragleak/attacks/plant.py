@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -75,12 +76,29 @@ def plant_folder(source: Path, out: Path, n: int = 10, seed: int = 0, text_colum
                               file=str(changed[p.doc_id].metadata["source"])) for p in placements]
     _verify(out, entries, text_column)
     result = CanaryManifest(source=str(source), corpus=str(out), seed=seed, canaries=entries)
-    atomic_write_text(manifest or manifest_path(out), result.model_dump_json(indent=2))
+    target = manifest or manifest_path(out)
+    atomic_write_text(target, result.model_dump_json(indent=2))
+    _umask_mode(target)
     return result
 
 
+def _umask_mode(path: Path) -> None:
+    """Give ``path`` the mode a plain write gives under the user's umask: an atomic write's temp
+    file is 0600, and a service running as another user could then read every document of the
+    planted copy except exactly the planted ones."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def _rewrite(path: Path, rel: str, docs: dict[str, Document], text_column: str) -> None:
-    """Put the planted texts of ``docs`` (all from the file ``path``) into that file."""
+    """Put the planted texts of ``docs`` (all from the file ``path``) into that file, readable as
+    the user's umask says."""
+    _write_planted(path, rel, docs, text_column)
+    _umask_mode(path)
+
+
+def _write_planted(path: Path, rel: str, docs: dict[str, Document], text_column: str) -> None:
     suffix = path.suffix.lower()
     if suffix in (".txt", ".md"):
         atomic_write_text(path, next(iter(docs.values())).text)

@@ -13,7 +13,9 @@ Each query is ``{information}, {command}``: the information part steers retrieva
 
 Pools are versioned package data (``attacks/pools.py``): ``shared-extraction`` (untargeted, 10
 queries, the shared pool of the seed paper), ``targeted-pii`` (e-mails, phone numbers, names) and
-``canary-targeted`` (the 50-query canary stress pool). The budget counts every call, follow-ups
+``canary-targeted`` (the 50-query canary stress pool). ``instruction`` swaps each query's command for
+another wording of the request (``attacks/instructions.py``: the instruction axis, e.g. LeakDojo's
+tasks that ask for the retrieved text back unchanged). The budget counts every call, follow-ups
 included. The attack's belief of what it extracted is the context-like pieces of the answers
 (``parsing.split_chunks``) plus the PII items it can see in them.
 """
@@ -26,6 +28,7 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
+from ragleak.attacks.instructions import load_instructions, with_instruction
 from ragleak.attacks.parsing import pii_items, split_chunks
 from ragleak.attacks.pools import load_pool
 from ragleak.context import RunContext
@@ -38,14 +41,31 @@ class PromptExtractionParams(AttackParams):
     followups: str = "followups"
     followups_version: str = "1"
     min_chunk_chars: int = Field(default=40, ge=1)
+    instruction: str | None = Field(default=None, description="the command each pool query ends with: None keeps "
+                                    "the pool's own; a label of the instruction set replaces it (attacks/instructions.py)")
+    instructions: str = "extraction"
+    instructions_version: str = "1"
 
     @model_validator(mode="after")
     def _pools_exist(self) -> "PromptExtractionParams":
-        # an unknown pool is a bad parameter: found when a grid is planned, not in every cell
-        load_pool(self.pool, self.pool_version)
+        # an unknown pool or instruction is a bad parameter: found when a grid is planned, not in every cell
+        pool = load_pool(self.pool, self.pool_version)
         if self.turns > 1:
             load_pool(self.followups, self.followups_version)
+        if self.instruction is not None:
+            known = load_instructions(self.instructions, self.instructions_version).instructions
+            if self.instruction not in known:
+                raise ValueError(f"unknown instruction {self.instruction!r}; known: {', '.join(known)}")
+            with_instruction(pool.items[0], known[self.instruction])
         return self
+
+    def queries(self) -> list[str]:
+        """The pool's queries, each ending with the chosen instruction."""
+        items = load_pool(self.pool, self.pool_version).items
+        if self.instruction is None:
+            return list(items)
+        command = load_instructions(self.instructions, self.instructions_version).instructions[self.instruction]
+        return [with_instruction(q, command) for q in items]
 
 
 def pool_order(n: int, seed: int) -> list[int]:
@@ -73,7 +93,7 @@ class PromptExtraction(Attack):
     """PS: single-turn composite prompts from a fixed, versioned pool."""
 
     name: ClassVar[str] = "ps"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     threat_model = "black-box"
     default_budget: ClassVar[int] = 10
     description: ClassVar[str] = "fixed-pool composite prompts, single turn (Zeng et al. 2024)"
@@ -91,32 +111,33 @@ class PromptExtraction(Attack):
 
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         p = self.params
-        pool = load_pool(p.pool, p.pool_version)
+        pool, queries = load_pool(p.pool, p.pool_version), p.queries()
         followups = load_pool(p.followups, p.followups_version).items if p.turns > 1 else []
-        order = pool_order(len(pool.items), session.seed)
+        order = pool_order(len(queries), session.seed)
         if p.turns == 1:
             # the pool queries are independent: the session may decode them together (batched
             # generation, where the target's decoding settings ask for it), records unchanged
-            session.ask_many([pool.items[i] for i in order], [f"pool:{i}" for i in order])
+            session.ask_many([queries[i] for i in order], [f"pool:{i}" for i in order])
         for i in order if p.turns > 1 else ():
             if session.remaining <= 0:
                 break
             conversation = session.conversation()
-            conversation.ask(pool.items[i], phase=f"pool:{i}")
+            conversation.ask(queries[i], phase=f"pool:{i}")
             for turn in range(p.turns - 1):
                 if conversation.ask(followups[turn % len(followups)], phase=f"followup:{turn}") is None:
                     break
         answers = [r.answer for r in session.records if r.answer is not None]
         chunks, pii = belief_from_answers(answers, p.min_chunk_chars)
         return AttackResult(extracted=chunks, state={"pii": pii, "pool": f"{pool.name}@{pool.version}",
-                                                     "turns": p.turns})
+                                                     "turns": p.turns,
+                                                     **({"instruction": p.instruction} if p.instruction else {})})
 
 
 class MultiTurnPromptExtraction(PromptExtraction):
     """PM: the PS pool as conversations with follow-up turns."""
 
     name: ClassVar[str] = "pm"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     default_budget: ClassVar[int] = 30
     description: ClassVar[str] = "fixed-pool composite prompts, multi-turn with follow-ups"
 

@@ -13,6 +13,7 @@ The format is documented in docs/own-corpus.md.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -24,12 +25,18 @@ from ragleak.corpora import load_corpus
 from ragleak.errors import ConfigError
 
 
-def read_view(path: Path) -> CorpusView:
-    """The corpus view in ``path`` (a CorpusView JSON or a canary manifest)."""
+def read_view(path: Path, sha256: str | None = None) -> CorpusView:
+    """The corpus view in ``path`` (a CorpusView JSON or a canary manifest). ``sha256``: the digest
+    the file had when a grid was planned on it; the bytes read are checked against it, so the view
+    used is the one planned, never a file changed in between."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = Path(path).read_bytes()
     except FileNotFoundError as exc:
         raise ConfigError(f"corpus view file {path} does not exist") from exc
+    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+        raise ConfigError(f"view file {path} changed since the grid was planned; run the grid again")
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
         raise ConfigError(f"{path}: not a corpus view or canary manifest (not JSON: {exc})") from exc
     try:

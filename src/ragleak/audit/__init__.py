@@ -7,7 +7,11 @@
   calls and calls that released retrieved passages verbatim;
 * ``verdict``: the combined verdict per hook from both;
 * ``channels``: which channels each hook reaches, and the interpretable rule for metric readings;
-* ``dashboard``: Table I (hook verdicts) and Table II (metric deltas marked interpretable or not).
+* ``dashboard``: Table I (hook verdicts) and Table II (metric deltas marked interpretable or not);
+* the audit by effect (``ragleak audit --probe``, issue 38): ``runtime`` imports the defense as
+  Python builds it, ``probe_corpus`` holds the paired probe inputs, ``probe_generator`` the scripted probe's LLM, ``probe`` measures each hook's
+  effect on retrieval, prompt and answer against the identity hook, and ``effect`` puts the static
+  finding beside the measured verdict.
 """
 
 from ragleak.audit.inventory import (

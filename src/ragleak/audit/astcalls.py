@@ -46,6 +46,13 @@ class CallsMixin:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and \
                 isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
             return self.call_super(func.attr, node, frame)
+        if isinstance(func, ast.Attribute) and func.attr == "setitem" and isinstance(func.value, ast.Name) \
+                and func.value.id == "operator" and len(node.args) == 3 and not node.keywords \
+                and not any(isinstance(a, ast.Starred) for a in node.args):
+            # `operator.setitem(x, k, v)` is `x[k] = v`
+            target = ast.copy_location(ast.Subscript(value=node.args[0], slice=node.args[1], ctx=ast.Store()), node)
+            self.store_item(target, self.eval(node.args[2], frame), frame, node)
+            return CONST_NONE
         args = [self.eval(a.value if isinstance(a, ast.Starred) else a, frame) for a in node.args]
         kwargs = {k.arg: self.eval(k.value, frame) for k in node.keywords if k.arg}
         for k in node.keywords:
@@ -429,12 +436,14 @@ class CallsMixin:
         everything = union(receiver, *args, *kwargs.values())
         where = frame.at(node)
         ks = kinds(everything)
-        if ks & {Kind.RNG, Kind.RAND}:
-            return one(Kind.RAND, note=f"`{snippet(node, 60)}` draws from a random generator", where=where)
+        # the hand-off is recorded before anything returns: `operator.setitem(candidates, i, noisy)`
+        # hands the input to a call with a random draw in its arguments, and may change it in place
         for a in args:
             if any(x.kind == Kind.FLOW and x.alias and x.flow == "in" for x in a) and self.hook not in STR_HOOKS:
                 self.findings.append(Finding("unknown", f"the input is handed to `{label}`, which may change it in "
                                                         "place (not followed)", where))
+        if ks & {Kind.RNG, Kind.RAND}:
+            return one(Kind.RAND, note=f"`{snippet(node, 60)}` draws from a random generator", where=where)
         if ks & {Kind.FLOW, Kind.ELEM, Kind.FIELD, Kind.PART, Kind.PARTS, Kind.PLAIN, Kind.GEN, Kind.CTXS, Kind.PAT,
                  Kind.UNK, Kind.MATCH}:
             return one(Kind.UNK, note=f"`{snippet(node, 60)}`: `{label}` is not followed (its source is outside the "

@@ -95,7 +95,8 @@ def table_one(inventories: Iterable[DefenseInventory], activity: Activity | None
         releases = any(c["releases_context"] for c in cells.values())
         rows.append({"defense": inv.defense, "class": inv.cls, "location": inv.location,
                      "declared_hooks": list(inv.declared_hooks), "status": overall_status(inv, hooks, releases),
-                     "releases_context": releases, "active_hooks": hooks, "hooks": cells, "problems": warnings})
+                     "releases_context": releases, "active_hooks": hooks, "hooks": cells, "problems": warnings,
+                     "notes": list(inv.notes)})
     return rows
 
 

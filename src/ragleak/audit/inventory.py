@@ -118,6 +118,7 @@ class DefenseInventory(Record):
     location: str
     declared_hooks: list[HookName]
     findings: list[HookFinding]
+    notes: list[str] = []  # what the static route could not read (a non-literal `hooks`)
 
     def finding(self, hook: HookName) -> HookFinding:
         return next(f for f in self.findings if f.hook == hook)
@@ -333,12 +334,23 @@ def _file_hook(module: Module, order: list[ast.ClassDef], externals: list[type],
                    "Defense")
 
 
+def _hooks_value(module: Module, value: ast.expr) -> list[str] | None:
+    """The strings of a ``hooks`` value: a literal, or a module constant bound once to one
+    (``hooks = frozenset(HOOK_LIST)``); None when it is computed some other way."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and len(value.args) == 1 \
+            and value.func.id in {"frozenset", "set", "tuple", "list"} and isinstance(value.args[0], ast.Name):
+        value = value.args[0]
+    if isinstance(value, ast.Name) and value.id in module.constants:
+        value = module.constants[value.id]
+    return literal_strings(value)
+
+
 def _inherited_literal(module: Module, order: list[ast.ClassDef], externals: list[type], attr: str):
     for node in order:
         value = class_attr(node, attr)
         if value is not None:
             if attr == "hooks":
-                return literal_strings(value)
+                return _hooks_value(module, value)
             return value.value if isinstance(value, ast.Constant) else None
     for ext in externals:
         if attr == "hooks":
@@ -357,15 +369,19 @@ def inventory_file(path: str | os.PathLike, *, strict: bool = False) -> list[Def
         order, external_names = _mro(module, node)
         externals = [e for e in (_external(module, n) for n in external_names) if e is not None]
         declared = _inherited_literal(module, order, externals, "hooks")
-        if declared is None:
-            raise AuditError(f"{where(module.path, node.lineno)}: `hooks` of {node.name} is not a literal set")
+        notes = []
+        if declared is None:  # one class's computed `hooks` must not stop the audit of the file
+            notes.append(f"{where(module.path, node.lineno)}: `hooks` of {node.name} is computed, not a literal: "
+                         "its declared hooks are unknown to the static route (audit with --probe, which reads "
+                         "them at run time)")
+            declared = []
         name = _inherited_literal(module, order, externals, "name") or node.name
         findings = []
         for hook in HOOK_NAMES:
             findings.append(_finding(name, node.name, hook, hook in declared,
                                      _file_hook(module, order, externals, hook)))
         out.append(DefenseInventory(defense=name, cls=node.name, location=where(module.path, node.lineno),
-                                    declared_hooks=sorted(declared), findings=findings))
+                                    declared_hooks=sorted(declared), findings=findings, notes=notes))
     if not out:
         raise AuditError(f"{path}: no Defense subclass found")
     return _strict(out, strict)

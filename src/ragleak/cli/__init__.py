@@ -223,12 +223,18 @@ def serve(
     port: int = typer.Option(8765),
     config: Optional[Path] = ConfigOpt,
     rebuild_cache: bool = RebuildCacheOpt,
+    budgets: Optional[Path] = typer.Option(None, "--budgets", help="SQLite file of the defense's budgets (ca-dp, "
+                                           "private-rag charges); default: INDEX.budgets.sqlite beside the index"),
+    noise_seed: Optional[int] = typer.Option(None, "--noise-seed", help="fix the DP noise seed: a reproducible "
+                                             "audit, not a deployment (default: fresh OS entropy per process)"),
 ) -> None:
     """Serve the pipeline as a JSON endpoint: POST /ask {"query": ...} -> {"answer", "retrieved_ids"}, and
-    POST /v1/chat/completions in the OpenAI chat-completions shape."""
+    POST /v1/chat/completions in the OpenAI chat-completions shape. Deploy mode: DP noise from fresh OS
+    entropy, budgets in a SQLite file that survives restarts (stop the server and delete it to reset)."""
     import uvicorn
 
     from ragleak.defenses import make_defense
+    from ragleak.defenses.budget_store import budgets_beside
     from ragleak.pipeline.build import build_target
     from ragleak.serve import make_app
     from ragleak.stack import Stack
@@ -236,8 +242,13 @@ def serve(
     stack = Stack(_config(config))
     if rebuild_cache:
         stack.rebuild_cache()
-    uvicorn.run(make_app(build_target(stack, stack.load_index(index), make_defense(defense))), host=host, port=port,
-                log_level="warning")
+    store = budgets or budgets_beside(index)
+    ctx = stack.context(noise_seed, noise="fresh" if noise_seed is None else "fixed-seed", budgets=store)
+    instance = make_defense(defense)
+    instance.prepare(ctx)  # opens its budget file now: a bad file or changed parameters fail before serving
+    target = build_target(stack, stack.load_index(index), instance, ctx=ctx)
+    err_console.print(f"noise: {ctx.noise}; budgets: {store}", highlight=False)
+    uvicorn.run(make_app(target), host=host, port=port, log_level="warning")
 
 
 @app.command()

@@ -94,7 +94,8 @@ def _render(card) -> None:
     console.print(f"[bold]adjacency[/bold] {escape(card.adjacency)}", highlight=False)
     console.print(f"[bold]scope[/bold]     {escape(card.scope)}", highlight=False)
     console.print(f"[bold]resets[/bold]    {escape(card.resets)}", highlight=False)
-    console.print(f"[bold]boundary[/bold]  claim covers {card.claim_boundary}; target shows {card.shown_boundary}")
+    console.print(f"[bold]boundary[/bold]  claim covers {card.claim_boundary}; target shows {card.shown_boundary}"
+                  + (f"; {card.noise}" if card.noise else ""))
     for a in card.assumptions:
         mark = {True: "[green]met[/green]", False: "[red]VIOLATED[/red]", None: "[yellow]unchecked[/yellow]"}[a.met]
         console.print(f"[bold]assumes[/bold]   {escape(a.name)}: {mark} - {escape(a.detail or a.statement)}",

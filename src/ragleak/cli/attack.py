@@ -152,7 +152,9 @@ def attack_command(
         from ragleak.defenses import make_defense
 
         loaded = stack.load_index(index)
-        target, passages = build_target(stack, loaded, make_defense(defense)), loaded.passages
+        # an audit: the defense's noise is seeded, at the stack config's seed as it always was (reproducible)
+        ctx = stack.context(stack.config.seed)
+        target, passages = build_target(stack, loaded, make_defense(defense), ctx=ctx), loaded.passages
     if corpus is not None:
         from ragleak.grid.scored import scoring_corpus
 

@@ -1,4 +1,4 @@
-"""`ragleak audit DEFENSE_NAME_OR_FILE.py [--run DIR] [--readings FILE] [--json] [--strict]`."""
+"""`ragleak audit DEFENSE_NAME_OR_FILE.py [--probe scripted|stack | --run DIR] [--readings FILE] [--json] [--strict]`."""
 
 from __future__ import annotations
 
@@ -15,12 +15,24 @@ def audit_command(
     run: Optional[Path] = typer.Option(None, "--run", help="a run directory of trace JSON files: adds the dynamic N of M"),
     readings: Optional[Path] = typer.Option(None, "--readings", help="JSON list of metric readings "
                                             "({defense, metric, delta, low, high}) for Table II"),
+    probe: Optional[str] = typer.Option(None, "--probe", help="scripted | stack: import the defense and measure "
+                                        "each hook's effect on retrieval, prompt and answer through the real "
+                                        "pipeline on paired probes (scripted: real embedder and index, scripted "
+                                        "LLM; stack: the packaged LLM too); the static finding is shown beside"),
     as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when a declared hook is inactive, undetermined or "
                                 "missing, an override is inactive, or a hook releases the retrieved context"),
 ) -> None:
-    """Per hook of a defense: the combined verdict (active, pattern-limited, inactive, undetermined) from the
+    """Per hook of a defense: the verdict (active, pattern-limited, inactive, undetermined). With --probe, measured:
+    what each hook changes on each channel, the static analysis beside it as the explanation. Without, from the
     static dataflow of its source and, with --run, the trace of how often it changed its input's content."""
+    if probe is not None:
+        if run is not None or readings is not None:
+            from ragleak.audit.source import AuditError as _AuditError
+
+            raise _AuditError("--probe measures the hooks itself: leave out --run and --readings")
+        _probe_command(target, probe, as_json, strict)
+        return
     from pydantic import ValidationError
     from rich.console import Console
 
@@ -66,5 +78,43 @@ def audit_command(
             show(console, render_table_two(data["table_two"]))
     if strict:
         problems = [f"{r['defense']}: {p}" for r in rows for p in r["problems"]]
+        if problems:
+            raise StubHookError("strict audit failed: " + "; ".join(problems))
+
+
+def _probe_command(target: str, probe: str, as_json: bool, strict: bool) -> None:
+    """The audit by effect (``audit.effect``), printed or as JSON; exit 2 under --strict on a problem."""
+    from rich.console import Console
+
+    from ragleak.audit.effect import audit_by_effect
+    from ragleak.audit.inventory import StubHookError
+
+    audits = audit_by_effect(target, probe)
+    if as_json:
+        data = {"probe": probe, "defenses": [a.model_dump(mode="json") for a in audits]}
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    else:
+        console = Console()
+        say = lambda text: console.print(text, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
+        for a in audits:
+            named = f"{a.defense}, " if a.defense != a.cls else ""
+            say(f"{a.cls} ({named}{a.location}), probe {a.probe}; declared: {', '.join(a.declared_hooks) or '-'}")
+            for r in a.hooks:
+                if not (r.overridden or r.declared):
+                    continue
+                verdict = "releases context" if r.releases_context else r.verdict
+                if r.verdict == "pattern-limited":
+                    verdict += f" ({', '.join(r.triggers)})"
+                say(f"  {r.hook}{'*' if r.declared else ''}: {verdict} - {r.reason}" +
+                    (f" [{r.location}]" if r.location else ""))
+                if r.static is not None:
+                    say(f"    static: {r.static.status} at {r.static.location}: {r.static.evidence}"
+                        f"{'' if r.agreement == 'agree' else ' -- ' + r.agreement}")
+                for note in r.sensitivity:
+                    say(f"    not exercised: {note}")
+            for problem in a.problems:
+                say(f"  problem: {problem}")
+    if strict:
+        problems = [f"{a.cls}: {p}" for a in audits for p in a.problems]
         if problems:
             raise StubHookError("strict audit failed: " + "; ".join(problems))

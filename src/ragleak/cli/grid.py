@@ -1,4 +1,11 @@
-"""`ragleak grid`: plan (--dry-run) or run a grid, with a progress line."""
+"""`ragleak grid`: plan (--dry-run) or run a grid, with a progress line.
+
+Exit codes (docs/grid.md): 0 every planned cell measured (ok or partial) and every gate passed;
+1 a ``--fail-if`` gate failed (tripped, unchecked, or the evidence is incomplete: any cell
+crashed, failed or has no record fails every gate); 2 the grid could not run (a bad config, a
+missing ``$env:`` variable or input file: nothing was written; or another user error); 3 no gate
+was given and some planned cell crashed, failed or has no record.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +22,11 @@ from ragleak.errors import ConfigError
 
 console = Console(stderr=True)
 
+EXIT_OK, EXIT_GATES, EXIT_USER_ERROR, EXIT_CELLS = 0, 1, 2, 3
+
 
 def grid_command(
-    preset: Optional[str] = typer.Option(None, "--preset", help="demo | paper | canary"),
+    preset: Optional[str] = typer.Option(None, "--preset", help="demo | paper | canary | statistics | statistics-dp"),
     config: Optional[Path] = typer.Option(None, "--config", help="grid YAML (attacks, defenses, corpora, modes, epsilons, ...)"),
     out: Optional[Path] = typer.Option(None, "--out", help="run directory (resumes if it exists)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the distinct generations it needs"),
@@ -73,7 +82,9 @@ def grid_command(
     state = run_grid(grid, out, executor=executor, workers=workers, retry_errors=retry_errors,
                      address=address, progress=None if as_json else show, rebuild_cache=rebuild_cache,
                      cells=cells)
+    unmeasured = unmeasured_cells(out, cells)
     result = {"out": str(out), "cells": state.total, "ran": state.ran, "errors": state.errors,
+              "unmeasured": [{"label": label, "reason": reason} for label, reason in unmeasured],
               "failed": state.failed, "partial": state.partial, "model_calls": state.model_calls, "cache_hits": state.cache_hits,
               "cache_waited": state.cache_waited, "worker_restarts": state.worker_restarts}
     if as_json:
@@ -93,7 +104,30 @@ def grid_command(
             console.print(("FAIL " if gate["failed"] else "ok ") + gate["message"], highlight=False, markup=False,
                           soft_wrap=True)
         if any(g["failed"] for g in outcomes):
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_GATES)
+    if unmeasured:
+        if not as_json:
+            console.print(f"{len(unmeasured)} of {len(cells)} cells have no readings: "
+                          + "; ".join(f"{label}: {reason}" for label, reason in unmeasured[:5])
+                          + (f"; and {len(unmeasured) - 5} more" if len(unmeasured) > 5 else "")
+                          + " (`ragleak report` names each; `--retry-errors` reruns them)",
+                          highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(EXIT_CELLS)
+
+
+def unmeasured_cells(out: Path, cells) -> list[tuple[str, str]]:
+    """(label, reason) of each planned cell that crashed, failed or has no record, this run or an earlier one."""
+    from ragleak.grid.store import MEASURED, RunStore
+
+    store = RunStore(out)
+    found = []
+    for cell in cells:
+        record = store.read(cell.cell_id)
+        if record is None:
+            found.append((cell.label, "record corrupt" if cell.cell_id in store.corrupt else "no record"))
+        elif record.status not in MEASURED:
+            found.append((cell.label, record.failure.reason if record.failure else record.error or record.status))
+    return found
 
 
 def dry_run_report(grid, cells, workers: int, measure: bool, as_json: bool) -> None:

@@ -33,7 +33,7 @@ def report_command(
     from ragleak.report.build import build_report
     from ragleak.report.gates import parse_gates
 
-    gates = parse_gates(fail_if)
+    gates = parse_gates(fail_if) if fail_if else None  # None: the gates kept in the run folder
     if not (Path(run_dir) / "plan.json").exists():
         _score_folder(run_dir, corpus, view)
     paths = build_report(run_dir, gates=gates, show_leaks=show_leaks)
@@ -76,9 +76,18 @@ def print_summary(summary: dict, paths: dict) -> None:
     show(console, leakage_table(summary["levels"]))
     for defense, items in (summary.get("leaks") or {}).items():
         show(console, leaks_table(defense, items))
-    troubled = summary["failed"] + summary["partial"]
-    if troubled:
-        show(console, fault_table(troubled))
+    for row in summary.get("leak_headline") or []:
+        console.print(f"{row['defense']}: {row['text']} ({row['metric']})", highlight=False, markup=False,
+                      soft_wrap=True)
+    for defense, rows in (summary.get("canary_list") or {}).items():
+        show(console, canary_table(defense, rows))
+    if summary.get("leak_state") == "not_measured":
+        console.print("What leaked: " + empty.get("leaks", "nothing was measured"), highlight=False, markup=False,
+                      soft_wrap=True)
+    if summary.get("incomplete"):
+        show(console, incomplete_table(summary["incomplete"], summary["plan"]))
+    if summary["partial"]:
+        show(console, fault_table(summary["partial"]))
     for row in summary.get("privacy_checks", []):
         if row["beaten"]:
             console.print(f"[bold red]claim beaten:[/bold red] {escape(row['defense'])}: eps({row['queries']}) = "
@@ -89,9 +98,10 @@ def print_summary(summary: dict, paths: dict) -> None:
         console.print(f"{len(small)} readings rest on fewer units than their minimum sample (an MI AUC from fewer than "
                       "20 candidates, a mean over fewer than 10 queries ...): see the report's warnings",
                       highlight=False, markup=False, soft_wrap=True)
-    status, ex = summary["status_counts"], summary["excluded"]
-    console.print(f"{summary['cells']} cells ({status['ok']} ok, {status['partial']} partial, {status['failed']} failed, "
-                  f"{status['error']} errors); aggregates leave out {ex['failed']} failed and {ex['error']} crashed "
+    status, ex, plan = summary["status_counts"], summary["excluded"], summary["plan"]
+    console.print(f"{plan['planned']} cells planned, {summary['cells']} with a record ({status['ok']} ok, "
+                  f"{status['partial']} partial, {status['failed']} failed, {status['error']} errors; "
+                  f"{status['missing']} missing, {status['corrupt']} corrupt); aggregates leave out {ex['failed']} failed and {ex['error']} crashed "
                   f"cells; {summary['model_calls']} model calls, cache hit rate {summary['cache_hit_rate']:.0%}, "
                   f"{summary['dedup']['cells_with_identical_release']} cells released the same as another "
                   f"({summary['dedup']['level_readings']} readings collapsed before the bootstrap)", soft_wrap=True)
@@ -102,14 +112,47 @@ def print_summary(summary: dict, paths: dict) -> None:
 
 
 def leaks_table(defense: str, items: list[dict]) -> Table:
-    """A defense's top leaked items, redacted (report.html --show-leaks shows them in full)."""
-    total = items[0]["total"] if items else 0
-    table = Table(title=escape(f"leaked by {defense}: top {len(items)} of {total} items (redacted)"))
+    """Every item a defense leaked, redacted unless the report was written with --show-leaks."""
+    raw = any("value" in it for it in items)
+    table = Table(title=escape(f"leaked by {defense}: {len(items)} item{'' if len(items) == 1 else 's'}"
+                               + ("" if raw else " (redacted)")))
     for col in ("metric", "type", "value", "documents", "cells", "queries"):
         table.add_column(col, overflow="fold")
     for it in items:
-        table.add_row(it["metric"], it["type"], escape(it["redacted"]), escape(", ".join(it["documents"]) or "-"),
-                      str(len(it["cells"])), str(it["queries"]))
+        table.add_row(it["metric"], it["type"], escape(it.get("value") or it["redacted"]),
+                      escape(", ".join(it["documents"]) or "-"), str(len(it["cells"])), str(it["queries"]))
+    return table
+
+
+CANARY_ROWS = 20  # above this many canaries the terminal lists the recovered ones only
+
+
+def canary_table(defense: str, rows: list[dict]) -> Table:
+    """Every canary planted in a defense's cells: recovered or not, and the query that released it."""
+    found = sum(r["recovered"] for r in rows)
+    # a long list (the canary preset plants 50 per seed) shows the recovered ones here; every
+    # canary, recovered or not, is in summary.json (canary_list) and on the page
+    shown = rows if len(rows) <= CANARY_ROWS else [r for r in rows if r["recovered"]]
+    rest = "" if shown is rows else f"; the {len(rows) - found} not recovered are listed in summary.json (canary_list)"
+    table = Table(title=escape(f"canaries under {defense}: {found} of {len(rows)} recovered{rest}"))
+    for col in ("canary", "type", "recovered", "released by"):
+        table.add_column(col, overflow="fold")
+    for r in shown:
+        first = r.get("first")
+        via = f"query {first['query']} of {first['label']}: {first['query_text']}" if first else "-"
+        table.add_row(escape(r.get("value") or r["redacted"]), r["type"], "yes" if r["recovered"] else "no",
+                      escape(via))
+    return table
+
+
+def incomplete_table(cells: list[dict], plan: dict) -> Table:
+    """The planned cells that gave no readings, each with its reason: every gate fails on them."""
+    table = Table(title=escape(f"incomplete evidence: {len(cells)} of {plan['planned']} planned cells gave no "
+                               "readings (every gate fails)"))
+    for col in ("cell", "status", "reason"):
+        table.add_column(col, overflow="fold")
+    for c in cells:
+        table.add_row(escape(c["label"]), c["status"], escape(c["reason"]))
     return table
 
 

@@ -41,7 +41,8 @@ def score_command(
     from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE
     from ragleak.grid.store import transcript_status
     from ragleak.measure import run_attack
-    from ragleak.report.gates import check, parse_gates
+    from ragleak.grid.failure import of_transcript
+    from ragleak.report.gates import check, parse_gates, save_gates
     from ragleak.stack import Stack
 
     gates = parse_gates(fail_if)
@@ -62,7 +63,14 @@ def score_command(
              "stopped": item.transcript.stopped,
              "metrics": {k: r.value for k, r in results[str(item.path)].items()},
              "metric_n": {k: r.n for k, r in results[str(item.path)].items()}} for item in items]
-    outcomes = check(gates, rows)
+    # a stopped or failed transcript is evidence missing: it fails every gate, named with its reason
+    failures = {item.spec.cell_id: of_transcript(item.transcript) for item, row in zip(items, rows)
+                if row["status"] == "failed"}
+    outcomes = check(gates, rows, [{"cell_id": row["cell_id"], "label": row["label"], "status": "failed",
+                                    "reason": failures[row["cell_id"]].reason}
+                                   for row in rows if row["cell_id"] in failures], planned=len(rows))
+    if out is not None and gates:
+        save_gates(out, gates)  # a later `ragleak report OUT` checks the same gates
     if as_json:
         sys.stdout.write(json.dumps({"transcripts": {p: {k: r.model_dump(mode="json") for k, r in res.items()}
                                                      for p, res in results.items()},

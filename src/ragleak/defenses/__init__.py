@@ -23,6 +23,7 @@ DEFENSES: Registry[type[Defense]] = Registry(
         "lprag": "ragleak.defenses.lprag:LPRAG",
         "lprag-output": "ragleak.defenses.lprag:LPRAGOutput",
         "dp-vote": "ragleak.defenses.dp_vote:DPVote",
+        "intent-filter": "ragleak.defenses.intent_filter:IntentFilter",
         "external": "ragleak.defenses.external:ExternalDefense",
     },
 )

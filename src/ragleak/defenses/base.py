@@ -65,7 +65,7 @@ class Defense:
     def __init__(self, params: DefenseParams | None = None, **kwargs) -> None:
         # constructors store parameters only; heavy work belongs in prepare()
         self.params = build_params(type(self), "defense", params, kwargs)
-        self.ctx = RunContext()
+        self.ctx = RunContext(noise="fresh")  # until prepare(): as deployed, fresh DP noise
 
     def prepare(self, ctx: RunContext) -> None:
         """Called once by the pipeline before the first query, with the run's context."""

@@ -26,6 +26,11 @@ Who is charged (``budget_scope``):
   it names. Nothing resets, so eps(T) <= eps_budget for the whole stream: a corpus-level bound,
   bought by answering every query after the N-th without retrieval.
 
+Where the charges live: a ``budget_store.Ledger`` in the run context's ``budgets`` file (``ragleak
+serve`` keeps it beside the index, so a restart or ``kill -9`` resets nothing; a query is charged,
+durably, in ``begin_query``, before retrieval runs), or in memory for an audit. The card's scope
+names the place.
+
 ``conversation_epsilon`` keeps its name (grids and presets set it) but is the budget of the scope
 above, not of a conversation. Like every retrieval-side mechanism the claim covers the retrieved
 ids, not the answer text, which quotes the selected passages.
@@ -39,7 +44,9 @@ from pydantic import Field, model_validator
 
 from ragleak.accounting.composition import DEFAULT_DELTA, epsilon_after, max_queries_within
 from ragleak.accounting.guarantee import Assumption, DocumentUnit, Guarantee, PerResponse
+from ragleak.context import RunContext
 from ragleak.defenses.base import Defense, DefenseParams
+from ragleak.defenses.budget_store import MEMORY, Ledger
 from ragleak.defenses.corpus_pool import CorpusPool
 from ragleak.defenses.dp_retrieval import retrieval_guarantee
 from ragleak.defenses.dp_select import noisy_selection
@@ -71,7 +78,7 @@ class CompositionAwareDPParams(DefenseParams):
 
 class CompositionAwareDP(Defense):
     name: ClassVar[str] = "ca-dp"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"
     epsilon_param: ClassVar[str | None] = "conversation_epsilon"
     hooks = frozenset({"score_retrieval", "rewrite_context"})
     Params = CompositionAwareDPParams
@@ -81,11 +88,32 @@ class CompositionAwareDP(Defense):
         self.max_turns = max_queries_within(self._turn_guarantee(), self.params.conversation_epsilon,
                                             method=self.params.accountant, delta=self.params.delta)
         self.corpus = CorpusPool(self.params.pool)
-        self.charged: dict[str, int] = {}   # queries answered with retrieval, per budget key
+        self._ledger: Ledger | None = None  # queries answered with retrieval, per budget key
         self.conversations = 0
         self.refused_turns = 0
         self._key = ANONYMOUS
         self._refuse = False
+
+    def prepare(self, ctx: RunContext) -> None:
+        super().prepare(ctx)
+        if self._ledger is not None and self._ledger.path != ctx.budgets:
+            self._ledger = None  # opened in this context's budget store on first use
+        if ctx.budgets is not None:
+            self.ledger()  # a file is opened now: a bad file or changed terms fail before the first query
+
+    def ledger(self) -> Ledger:
+        """The charges, in the run context's budget store (memory when it names none). Its terms
+        are what a count means: a turn's mechanism and the budget that caps the counts."""
+        if self._ledger is None:
+            terms = self.params.model_dump(mode="json", include={
+                "turn_epsilon", "conversation_epsilon", "delta", "accountant", "budget_scope", "clip_low", "clip_high"})
+            self._ledger = Ledger(self.ctx.budgets, self.name, terms)
+        return self._ledger
+
+    @property
+    def charged(self) -> dict[str, int]:
+        """Queries answered with retrieval, per budget key."""
+        return self.ledger().counts()
 
     def _turn_guarantee(self) -> Guarantee:
         eps = self.params.turn_epsilon
@@ -103,21 +131,19 @@ class CompositionAwareDP(Defense):
         if not history:
             self.conversations += 1  # counted for the record; a new conversation resets nothing
         self._key = self.budget_key(principal)
-        used = self.charged.get(self._key, 0)
-        self._refuse = used >= self.max_turns
+        # durable before retrieval runs: a process killed after this line has paid for the query
+        self._refuse = not self.ledger().charge([self._key], self.max_turns)
         if self._refuse:
             self.refused_turns += 1
-        else:
-            self.charged[self._key] = used + 1
 
     @property
     def turns_answered(self) -> int:
         """Queries answered with retrieval on the budget of the latest request."""
-        return self.charged.get(self._key, 0)
+        return self.ledger().count(self._key)
 
     def spent(self, principal: str | None = None) -> float:
         """eps spent so far on ``principal``'s budget (the stream's in stream scope), by the accountant."""
-        return epsilon_after(self._turn_guarantee(), self.charged.get(self.budget_key(principal), 0),
+        return epsilon_after(self._turn_guarantee(), self.ledger().count(self.budget_key(principal)),
                              method=self.params.accountant, delta=self.params.delta).eps
 
     def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
@@ -125,20 +151,21 @@ class CompositionAwareDP(Defense):
             return candidates  # the fallback turn uses no passages (rewrite_context)
         p = self.params
         return noisy_selection(self.corpus.documents(query, candidates), p.k, p.turn_epsilon, p.clip_low, p.clip_high,
-                               "laplace", self.ctx.rng(f"defense/{self.name}"))
+                               "laplace", self.ctx.noise_rng(f"defense/{self.name}"))
 
     def rewrite_context(self, query: str, passages: list[Passage]) -> list[Passage]:
         return [] if self._refuse else passages
 
     def state(self) -> dict:
-        return {"charged": dict(self.charged), "refused_turns": self.refused_turns,
+        return {"charged": self.charged, "refused_turns": self.refused_turns,
                 "conversations": self.conversations, "truncated_queries": self.corpus.truncated_queries}
 
     def guarantee(self) -> Guarantee:
         p = self.params
         eps = p.turn_epsilon
         scope = PerResponse(eps_q=eps, mechanism="laplace", noise_multiplier=1.0 / eps,
-                            max_queries=max(self.max_turns, 1), budget_scope=p.budget_scope)
+                            max_queries=max(self.max_turns, 1), budget_scope=p.budget_scope,
+                            ledger=MEMORY if self.ctx.budgets is None else str(self.ctx.budgets))
         if p.budget_scope == "stream":
             resets = (f"one budget eps={p.conversation_epsilon:g} for the whole stream: {self.max_turns} queries get "
                       "retrieval, then none for anyone; new conversations reset nothing")
@@ -153,4 +180,4 @@ class CompositionAwareDP(Defense):
             name="budget-scope", statement="every query answered with retrieval is charged to its scope's budget, "
                                            "and the scope is not reset by a new conversation",
             met=True, detail=resets)
-        return g.model_copy(update={"assumptions": g.assumptions + (budget,)})
+        return g.model_copy(update={"assumptions": g.assumptions + (budget,), "noise": self.ctx.noise})

@@ -5,13 +5,16 @@ breaks:
 
 * **the pool is the whole corpus.** Noise added only to the exact top-n that the index hands
   over leaves a document just outside the pool with probability 0 of selection on one corpus and
-  > 0 on its neighbour (unbounded privacy loss). ``CorpusPool.documents`` therefore scores every
-  passage of the index exactly (inner products over every stored vector, one pass; cheap up to
-  ``WHOLE_CORPUS_LIMIT`` passages), whatever the index's kind: an IVF or HNSW index's own
+  > 0 on its neighbour (unbounded privacy loss). ``CorpusPool.document_pool`` therefore scores
+  every passage of the index exactly, whatever the index's kind: an IVF or HNSW index's own
   approximate top-k is never used here - its stored vectors are scanned exhaustively instead
-  (``PassageIndex.search(exact=True)``), logged once and stated on the card. A user-set smaller
-  ``pool``, an index beyond the limit or one that cannot score every passage make the
-  assumption false, and the defense's card says so (void); such an index is refused outright.
+  (``PassageIndex.document_pool``: one vectorised pass of FAISS's flat-search kernel over every
+  stored vector, the same float32 scores as its exact search, no text read until the k selected
+  passages), logged once and stated on the card. The index kinds built here keep their vectors
+  uncompressed (no product or scalar quantisation), so that pass is exact on every kind. A
+  user-set smaller ``pool``, an index beyond ``WHOLE_CORPUS_LIMIT`` passages or one that cannot
+  score every passage make the assumption false, and the defense's card says so (void); such an
+  index is refused outright.
 * **one score per document.** A document split into c passages would move c scores (or reach c
   voters). The pool holds one entry per document: its best passage, scored by the maximum of its
   passages' scores. Substituting one document changes only its own entry, so after clipping to
@@ -30,13 +33,16 @@ from typing import TYPE_CHECKING
 
 from ragleak.accounting.guarantee import Assumption
 from ragleak.errors import IndexStoreError
+from ragleak.rag.score_pool import ScorePool
 from ragleak.records import Scored
 
 if TYPE_CHECKING:
     from ragleak.rag.index import PassageIndex
 
-#: passages scored exactly on every query; beyond this the pool is the top passages only
-WHOLE_CORPUS_LIMIT = 100_000
+#: passages scored exactly on every query; beyond this the pool is the top passages only (and the card
+#: void). The exact pass costs about one flat search (1.2x its CPU time at 100k and 1M passages,
+#: benchmarks/bench_dp_selection.py); the bound keeps one query's scan under ~15 GB of 384-d vectors.
+WHOLE_CORPUS_LIMIT = 10_000_000
 
 log = logging.getLogger(__name__)
 
@@ -112,29 +118,42 @@ class CorpusPool:
         f = self.facts
         return (f.exact and f.passages <= WHOLE_CORPUS_LIMIT and (self.pool is None or self.pool >= f.documents))
 
-    def documents(self, query: str, candidates: list[Scored]) -> list[Scored]:
-        """One entry per document of the pool, best first."""
+    def document_pool(self, query: str, candidates: list[Scored]) -> ScorePool:
+        """One exact score per document of the pool, in document id order (never by score: the
+        noise a mechanism draws per row must not depend on the data); text read only when taken."""
         if self.index is None:
-            docs = best_per_document(candidates)
+            pool = ScorePool.of_scored(sorted(best_per_document(candidates), key=lambda s: s.passage.doc_id))
+        elif len(self.index) > WHOLE_CORPUS_LIMIT:
+            pool = ScorePool.of_scored(sorted(self.index.best_per_document(query, WHOLE_CORPUS_LIMIT),
+                                              key=lambda s: s.passage.doc_id))
         else:
-            limit = None if len(self.index) <= WHOLE_CORPUS_LIMIT else WHOLE_CORPUS_LIMIT
-            docs = self.index.best_per_document(query, limit)
-        if self.pool is not None:
-            docs = docs[: self.pool]
+            pool = self.index.document_pool(query)
+        if self.pool is not None and self.pool < len(pool):
+            pool = pool.subset(pool.best_rows(self.pool))
         self._count()
-        return docs
+        return pool
+
+    def passage_pool(self, query: str, candidates: list[Scored]) -> ScorePool:
+        """Every passage of the pool's documents with its exact score (for a passage-level mechanism)."""
+        if self.index is None or len(self.index) > WHOLE_CORPUS_LIMIT:
+            scored = (candidates if self.index is None else
+                      self.index.search(query, WHOLE_CORPUS_LIMIT, exact=True))
+            if self.pool is not None:
+                keep = {d.passage.doc_id for d in best_per_document(scored)[: self.pool]}
+                scored = [s for s in scored if s.passage.doc_id in keep]
+            pool = ScorePool.of_scored(scored)
+        else:
+            pool = self.index.passage_pool(query, self.pool)
+        self._count()
+        return pool
+
+    def documents(self, query: str, candidates: list[Scored]) -> list[Scored]:
+        """One entry per document of the pool, best first (reads every document's best passage)."""
+        return self.document_pool(query, candidates).ranked()
 
     def passages(self, query: str, candidates: list[Scored]) -> list[Scored]:
-        """Every passage of the pool's documents, best first (for a passage-level mechanism)."""
-        if self.index is None:
-            scored = sorted(candidates, key=lambda s: -s.score)
-        else:
-            scored = self.index.search(query, min(len(self.index), WHOLE_CORPUS_LIMIT), exact=True)
-        if self.pool is not None:
-            keep = {d.passage.doc_id for d in best_per_document(scored)[: self.pool]}
-            scored = [s for s in scored if s.passage.doc_id in keep]
-        self._count()
-        return scored
+        """Every passage of the pool's documents, best first (reads every passage)."""
+        return self.passage_pool(query, candidates).ranked()
 
     def _count(self) -> None:
         if self.covers_corpus() is False:

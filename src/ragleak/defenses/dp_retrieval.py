@@ -11,6 +11,14 @@ the flat index scores every passage exactly; a document's score is the max over 
 The k selected documents come back, each as its best passage: with s~ as its score (laplace) or
 scored by rank (gumbel), so the pipeline's top-k by score *is* the DP selection.
 
+At scale (issue 39): the s_i come from one vectorised pass over the index's stored vectors
+(``PassageIndex.document_pool``: FAISS's own flat-search kernel, the same float32 scores as its
+exact search, max per document by ``np.maximum.reduceat``), the noise is drawn per document in
+document id order (fixed before any score is seen), the top k found in O(n), and only the k
+selected passages are read from the passage store: about one flat search per query. Nothing of
+the mechanism or its sensitivity argument changes; only which noise draw lands on which document
+for a given seed (version 3: seeded runs of version 2 select differently, equally distributed).
+
 Sensitivity argument. The query is public (the attacker chooses it). Neighbouring corpora differ
 by *substituting* one document's content, ids being slots (add/remove is impossible for selection:
 the neighbour lacks the candidate). Substitution moves one coordinate of the document score
@@ -70,7 +78,7 @@ class DPRetrievalParams(DefenseParams):
 
 class DPRetrieval(Defense):
     name: ClassVar[str] = "dp-retrieval"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"
     epsilon_param: ClassVar[str | None] = "epsilon"
     hooks = frozenset({"score_retrieval"})
     Params = DPRetrievalParams
@@ -88,16 +96,17 @@ class DPRetrieval(Defense):
 
     def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
         p = self.params
-        pool = (self.corpus.documents(query, candidates) if p.aggregate == "document"
-                else self.corpus.passages(query, candidates))
-        return noisy_selection(pool, p.k, p.epsilon, p.clip_low, p.clip_high, p.mode, self.ctx.rng(f"defense/{self.name}"),
+        pool = (self.corpus.document_pool(query, candidates) if p.aggregate == "document"
+                else self.corpus.passage_pool(query, candidates))
+        return noisy_selection(pool, p.k, p.epsilon, p.clip_low, p.clip_high, p.mode, self.ctx.noise_rng(f"defense/{self.name}"),
                                sensitivity=self.sensitivity)
 
     def state(self) -> dict:
         return {"truncated_queries": self.corpus.truncated_queries}
 
     def guarantee(self) -> Guarantee:
-        return retrieval_guarantee(self.params.epsilon, self.params, self.corpus, self.sensitivity)
+        g = retrieval_guarantee(self.params.epsilon, self.params, self.corpus, self.sensitivity)
+        return g.model_copy(update={"noise": self.ctx.noise})
 
 
 def retrieval_guarantee(eps: float, p: DPRetrievalParams, corpus: CorpusPool, sensitivity: float,

@@ -14,17 +14,20 @@
 
 * ``noisy_selection``: the retrieval-side use of the two top-k rules on a pool of scored
   candidates (one per document, see ``corpus_pool``): the k selected, best first, with their
-  noisy scores (laplace; post-processing of the noisy vector) or scored by rank (gumbel).
+  noisy scores (laplace; post-processing of the noisy vector) or scored by rank (gumbel). The
+  pool is a ``ScorePool`` (scores of the whole corpus as one array, text read for the k taken)
+  or a list of scored passages; noise is drawn per unit in the pool's order, whichever.
 
-All randomness comes from a numpy Generator the caller takes from ``RunContext.rng``.
+All randomness comes from a numpy Generator the caller takes from ``RunContext.noise_rng``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Sequence
 
 import numpy as np
 
+from ragleak.rag.score_pool import ScorePool, top_rows
 from ragleak.records import Scored
 
 
@@ -44,7 +47,7 @@ def laplace_noisy_scores(scores, eps: float, sensitivity: float, rng: np.random.
 def laplace_top_k(scores, k: int, eps: float, sensitivity: float, rng: np.random.Generator) -> np.ndarray:
     """Indices of the k largest Laplace-noised scores, best first (eps-DP under substitution)."""
     noisy = laplace_noisy_scores(scores, eps, sensitivity, rng)
-    return np.argsort(-noisy, kind="stable")[:k]
+    return top_rows(noisy, k)
 
 
 def gumbel_top_k(scores, k: int, eps: float, sensitivity: float, rng: np.random.Generator) -> np.ndarray:
@@ -53,7 +56,7 @@ def gumbel_top_k(scores, k: int, eps: float, sensitivity: float, rng: np.random.
         raise ValueError("need eps > 0 and k >= 1")
     s = np.asarray(scores, dtype=float)
     noisy = s + rng.gumbel(0.0, 2.0 * sensitivity * k / eps, size=s.shape)
-    return np.argsort(-noisy, kind="stable")[:k]
+    return top_rows(noisy, k)
 
 
 def noisy_argmax(counts, eps: float, rng: np.random.Generator) -> int:
@@ -64,20 +67,23 @@ def noisy_argmax(counts, eps: float, rng: np.random.Generator) -> int:
     return int(np.argmax(c + rng.gumbel(0.0, 2.0 / eps, size=c.shape)))
 
 
-def noisy_selection(pool: list[Scored], k: int, eps: float, low: float, high: float,
+def noisy_selection(pool: ScorePool | Sequence[Scored], k: int, eps: float, low: float, high: float,
                     mode: Literal["laplace", "gumbel"], rng: np.random.Generator,
                     sensitivity: float | None = None) -> list[Scored]:
     """The k candidates a DP top-k rule selects from ``pool`` (scores clipped to the public [low, high]);
-    ``sensitivity`` is the caller's stated Delta (default: the clip range, what clipping guarantees)."""
-    if not pool:
+    ``sensitivity`` is the caller's stated Delta (default: the clip range, what clipping guarantees).
+    Only the k selected are read (``ScorePool.take``)."""
+    if not isinstance(pool, ScorePool):
+        pool = ScorePool.of_scored(pool)
+    if not len(pool):
         return []
-    clipped = clip_scores([c.score for c in pool], low, high)
+    clipped = clip_scores(pool.scores, low, high)
     k = min(k, len(pool))
     delta = high - low if sensitivity is None else sensitivity
     if mode == "laplace":
         noisy = laplace_noisy_scores(clipped, eps, delta, rng)
-        order = np.argsort(-noisy, kind="stable")[:k]
-        return [pool[int(i)].model_copy(update={"score": float(noisy[i])}) for i in order]
+        order = top_rows(noisy, k)
+        return [s.model_copy(update={"score": float(noisy[i])}) for s, i in zip(pool.take(order), order)]
     order = gumbel_top_k(clipped, k, eps, delta, rng)
     # scored by rank (k..1): the noisy values are not released
-    return [pool[int(i)].model_copy(update={"score": float(len(order) - r)}) for r, i in enumerate(order)]
+    return [s.model_copy(update={"score": float(len(order) - r)}) for r, s in enumerate(pool.take(order))]

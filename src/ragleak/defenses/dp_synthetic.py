@@ -69,7 +69,7 @@ class DPSynthetic(Defense):
             by_doc.setdefault(passage.doc_id, []).append(passage.text)
         keywords = [document_keywords("\n".join(texts), vocab_set, p.keywords_per_doc) for texts in by_doc.values()]
         noisy = noisy_keyword_histogram(keywords, vocabulary, p.keywords_per_doc, p.epsilon,
-                                        self.ctx.rng(f"defense/{self.name}"))
+                                        self.ctx.noise_rng(f"defense/{self.name}"))
         self.synthetic = synthesize_passages(noisy, vocabulary, embedder, p.n_passages, p.words_per_passage)
         self._vectors = embedder.encode([s.text for s in self.synthetic])
         self._embedder = embedder
@@ -92,6 +92,7 @@ class DPSynthetic(Defense):
         p = self.params
         return Guarantee(
             unit=DocumentUnit(), scope=OneTimeRelease(eps0=p.epsilon, delta0=0.0), boundary="synthetic-corpus",
+            noise=self.ctx.noise,
             retrieval_randomised=False, adjacency="add-remove",
             assumptions=(
                 Assumption(name="contribution-bounded", statement="one document moves the keyword counts by at most K",

@@ -88,7 +88,7 @@ class DPVote(Defense):
         for p in passages:
             docs.setdefault(p.doc_id, []).append(p)
         groups = list(docs.values())
-        order = self.ctx.rng("dp-vote/partition").permutation(len(groups))
+        order = self.ctx.noise_rng("dp-vote/partition").permutation(len(groups))
         m = self.params.voters
         return [[p for j in order[i::m] for p in groups[j]] for i in range(m)]
 
@@ -97,7 +97,7 @@ class DPVote(Defense):
         return self._decoder
 
     def releaser(self) -> VoteReleaser | SparseVoteReleaser:
-        p, rng = self.params, self.ctx.rng("dp-vote/release")
+        p, rng = self.params, self.ctx.noise_rng("dp-vote/release")
         if p.variant == "vote":
             return VoteReleaser(p.eps_token, rng)
         threshold = p.svt_threshold if p.svt_threshold is not None else p.voters / 2
@@ -133,7 +133,7 @@ class DPVote(Defense):
             eps_q = p.max_discoveries * p.eps_token
             how = f"{p.max_discoveries} discoveries x {p.eps_token:g} (SVT {p.eps_token / 2:g} + EM {p.eps_token / 2:g})"
         return Guarantee(
-            unit=DocumentUnit(),
+            unit=DocumentUnit(), noise=self.ctx.noise,
             scope=PerResponse(eps_q=eps_q, delta_q=0.0, mechanism="exponential"),
             boundary="answers",
             retrieval_randomised=False,

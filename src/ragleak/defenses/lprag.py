@@ -106,7 +106,7 @@ class LPRAG(Defense):
             return candidates[int.from_bytes(hashlib.sha256(value.encode()).digest()[:8], "little") % len(candidates)]
         key = (passage_id, label, value)
         if key not in self._memo:
-            self._memo[key] = choose(value, candidates, self.params.epsilon, self.ctx.rng("lprag"))
+            self._memo[key] = choose(value, candidates, self.params.epsilon, self.ctx.noise_rng("lprag"))
         return self._memo[key]
 
     def perturb(self, passage: Passage) -> Passage:

@@ -8,7 +8,10 @@ Per generated token n (at most ``max_new_tokens``):
 
 1. public prompt = the question with no context plus the tokens released so far. Its model
    distribution depends only on public data (the query and earlier DP outputs), so its top-m
-   tokens C_n (plus the end-of-turn tokens) are a public, data-independent candidate set.
+   tokens C_n (plus the end-of-turn tokens) are a public, data-independent candidate set. It is
+   decoded in a llama.cpp session of its own: a batched step's arithmetic may depend on the
+   batch (how many sequences, how long the longest), near-tied tokens flip with it (``rag.multiseq``),
+   and the voters' batch is sized by how many documents are relevant, which is private.
 2. voter j (one per selected passage, at most ``voters``; empty slots abstain) sees the
    question with only passage j and votes for argmax_{c in C_n} logp_j(c).
 3. histogram h(c) = #votes for c (+ ``public_weight`` on the public prompt's own top token, a
@@ -22,8 +25,9 @@ per query (basic composition; stopping early only spends less). The answer stops
 end-of-turn token, itself a DP release. Assumption: voters are distinct documents (one passage
 per document), so one document touches one voter.
 
-Cost: the public prompt and the voters decode in lock-step in one llama.cpp context
-(``rag.multiseq``): one prefill per prompt, then one batched step per released token.
+Cost: the voters decode in lock-step in one llama.cpp context (``rag.multiseq``) and the public
+prompt in a second one beside it: one prefill per prompt, then two steps per released token (one
+batched over the voters, one for the public prompt alone).
 
 Utility: only tokens the no-context model already ranks in its top m can be emitted, so facts
 the model cannot phrase without the context come out only partially; this is the price of
@@ -32,7 +36,8 @@ releasing nothing outside a public candidate set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -59,6 +64,7 @@ class VoteResult:
     tokens: int
     agreement: float  # share of released tokens that were the voters' plurality choice
     real_voters: int
+    candidates: list[tuple[int, ...]] = field(default_factory=list)  # the public candidate set of each step
 
 
 def private_answer(system: str, query: str, history: Sequence[Turn], passages: Sequence[Passage], render,
@@ -68,16 +74,22 @@ def private_answer(system: str, query: str, history: Sequence[Turn], passages: S
     ``render`` turns chat messages into the model's prompt string (the generator's ``render``).
     """
     real = list(passages)[: settings.voters]
-    prompts = [render(build_rag_messages(query, group, system, history)) for group in [[]] + [[p] for p in real]]
+    public = render(build_rag_messages(query, [], system, history))
+    voters = [render(build_rag_messages(query, [p], system, history)) for p in real]
     tokens: list[int] = []
+    candidates: list[tuple[int, ...]] = []
     agree = steps = 0
-    with decoder.session(prompts, settings.max_new_tokens) as session:
+    with ExitStack() as sessions:
+        # the public prompt alone in its own session: its rows cannot depend on the voters' batch
+        alone = sessions.enter_context(decoder.session([public], settings.max_new_tokens))
+        voting = sessions.enter_context(decoder.session(voters, settings.max_new_tokens)) if voters else None
         ends = decoder.end_tokens()
         for _ in range(settings.max_new_tokens):
             steps += 1
-            logprobs = session.logprobs()
-            domain = candidate_domain(logprobs[0], settings.candidates, ends)  # domain[0] = public argmax
-            counts = vote_histogram(logprobs[1:], domain)
+            domain = candidate_domain(alone.logprobs()[0], settings.candidates, ends)  # domain[0] = public argmax
+            candidates.append(tuple(int(t) for t in domain))
+            counts = (vote_histogram(voting.logprobs(), domain) if voting is not None
+                      else np.zeros(len(domain), dtype=np.float64))
             counts[0] += settings.public_weight
             choice = noisy_argmax(counts, settings.eps_token, rng)
             agree += int(counts[choice] == counts.max())
@@ -85,6 +97,8 @@ def private_answer(system: str, query: str, history: Sequence[Turn], passages: S
             if decoder.is_end(token):
                 break
             tokens.append(token)
-            session.append(token)
+            alone.append(token)
+            if voting is not None:
+                voting.append(token)
     return VoteResult(text=decoder.detokenize(tokens).strip(), tokens=steps, agreement=agree / max(steps, 1),
-                      real_voters=len(real))
+                      real_voters=len(real), candidates=candidates)

@@ -23,6 +23,12 @@ truncation would be data-dependent; a query whose pool did not cover the corpus 
 ``truncated_queries`` and voids the card); which documents were used is not randomised, so
 showing citations voids the claim.
 
+Where the charges live: a ``budget_store.Ledger`` in the run context's ``budgets`` file (``ragleak
+serve`` keeps it beside the index: a restart or ``kill -9`` resets no document's charges; a query's
+charges are committed in ``score_retrieval``, before any token is generated), or in memory for an
+audit. The card's scope names the place. The public prompt is decoded alone
+(``private_generation``), so the candidate tokens cannot depend on the private documents.
+
 Observability: ``log`` holds, per query index t, the number of relevant documents, how many were
 charged, the active-set size (over the served index) and the voting agreement, so the audit can
 plot utility against t as documents retire.
@@ -30,13 +36,15 @@ plot utility against t as documents retire.
 
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from typing import ClassVar, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragleak.accounting.filters import DocumentFilter
 from ragleak.accounting.guarantee import Assumption, DocumentUnit, Guarantee, PerDocumentFilter
+from ragleak.context import RunContext
 from ragleak.defenses.base import Defense, DefenseParams
+from ragleak.defenses.budget_store import MEMORY, Ledger
 from ragleak.defenses.corpus_pool import CorpusPool
 from ragleak.defenses.private_generation import VoteSettings, private_answer
 from ragleak.rag.generator import Generator
@@ -67,20 +75,61 @@ class QueryLog(BaseModel):
     tokens: int = 0
 
 
+class LedgerFilter(DocumentFilter):
+    """``DocumentFilter``'s bookkeeping with its charge counts in a ``Ledger`` (durable when the
+    ledger is a file); a charge is re-checked against the stored count inside its transaction."""
+
+    def __init__(self, eps_q: float, max_charges: int, ledger: Ledger) -> None:
+        super().__init__(eps_q, max_charges)
+        self.ledger = ledger
+
+    def is_active(self, doc_id: str) -> bool:
+        return self.ledger.count(doc_id) < self.max_charges
+
+    def charge(self, doc_ids: Iterable[str]) -> list[str]:
+        return self.ledger.charge(doc_ids, self.max_charges)
+
+    def spent(self, doc_id: str) -> float:
+        return self.ledger.count(doc_id) * self.eps_q
+
+    def retired(self) -> list[str]:
+        return sorted(d for d, c in self.ledger.counts().items() if c >= self.max_charges)
+
+    def max_spent(self) -> float:
+        return max(self.ledger.counts().values(), default=0) * self.eps_q
+
+
 class PrivateRAG(Defense):
     name: ClassVar[str] = "private-rag"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"
     epsilon_param: ClassVar[str | None] = "eps_q"
     hooks = frozenset({"score_retrieval", "generate"})
     Params = PrivateRAGParams
 
     def __init__(self, params=None, **kwargs) -> None:
         super().__init__(params, **kwargs)
-        self.filter = DocumentFilter(self.params.eps_q, self.params.max_charges)
+        self._filter: LedgerFilter | None = None
         self.log: list[QueryLog] = []
         self.corpus = CorpusPool()
         self._corpus: list[str] | None = None
         self._decoder: LlamaMultiSequence | None = None
+
+    def prepare(self, ctx: RunContext) -> None:
+        super().prepare(ctx)
+        if self._filter is not None and self._filter.ledger.path != ctx.budgets:
+            self._filter = None  # opened in this context's budget store on first use
+        if ctx.budgets is not None:
+            _ = self.filter  # a file is opened now: a bad file or changed terms fail before the first query
+
+    @property
+    def filter(self) -> LedgerFilter:
+        """Per-document charges, in the run context's budget store (memory when it names none);
+        the ledger's terms are what a count means: eps_q per charge, retired after M."""
+        if self._filter is None:
+            p = self.params
+            ledger = Ledger(self.ctx.budgets, self.name, {"eps_q": p.eps_q, "max_charges": p.max_charges})
+            self._filter = LedgerFilter(p.eps_q, p.max_charges, ledger)
+        return self._filter
 
     @property
     def truncated_queries(self) -> int:
@@ -97,10 +146,13 @@ class PrivateRAG(Defense):
         p = self.params
         relevant = [d for d in self.corpus.documents(query, candidates)
                     if d.score > p.tau and self.filter.is_active(d.passage.doc_id)]
+        # committed before any token is generated; only documents whose charge went through may
+        # vote (another server sharing the ledger may have retired one since this one last read)
         charged = self.filter.charge([s.passage.doc_id for s in relevant])
+        paid = set(charged)
         self.log.append(QueryLog(t=len(self.log) + 1, relevant=len(relevant), charged=len(charged),
                                  active_docs=self.active_set_size()))
-        return relevant[: p.voters]
+        return [s for s in relevant if s.passage.doc_id in paid][: p.voters]
 
     def generate(self, messages: Sequence[ChatMessage], passages: list[Passage], generator: Generator) -> str:
         p = self.params
@@ -109,7 +161,7 @@ class PrivateRAG(Defense):
         settings = VoteSettings(eps_token=p.eps_q / p.max_new_tokens, max_new_tokens=p.max_new_tokens,
                                 voters=p.voters, candidates=p.candidates, public_weight=p.public_weight)
         result = private_answer(system, query, history, passages, generator.render, self._decoder, settings,
-                                self.ctx.rng(f"defense/{self.name}"))
+                                self.ctx.noise_rng(f"defense/{self.name}"))
         if self.log:
             self.log[-1] = self.log[-1].model_copy(update={"real_voters": result.real_voters,
                                                            "agreement": result.agreement, "tokens": result.tokens})
@@ -127,7 +179,9 @@ class PrivateRAG(Defense):
             pool = pool.model_copy(update={"met": False, "detail": f"{self.truncated_queries} queries scored a truncated "
                                                                    f"pool ({pool.detail})"})
         return Guarantee(
-            unit=DocumentUnit(), scope=PerDocumentFilter(eps_q=p.eps_q, max_charges=p.max_charges),
+            unit=DocumentUnit(), noise=self.ctx.noise,
+            scope=PerDocumentFilter(eps_q=p.eps_q, max_charges=p.max_charges,
+                                    ledger=MEMORY if self.ctx.budgets is None else str(self.ctx.budgets)),
             boundary="answers", retrieval_randomised=False, adjacency="add-remove",
             max_chunks=self.corpus.facts.max_chunks if self.corpus.facts else None,
             assumptions=(

@@ -1,4 +1,4 @@
-"""Run one grid cell end to end and store its record: corpus -> index -> target
+"""Run one grid cell end to end and store its record: corpus -> passages -> index -> target
 (``pipeline.build_target``) -> attack transcript and metrics (``measure.run_attack``) -> record.
 
 Every part comes from one ``Stack`` per cell, built from the cell's stack config with the run's
@@ -27,15 +27,15 @@ from ragleak.attacks.views import read_view
 from ragleak.corpora import documents_digest, load_corpus
 from ragleak.corpora.chunking import chunk_documents
 from ragleak.defenses import defense_class
-from ragleak.errors import ConfigError, CorpusError
-from ragleak.files import sha256_file
+from ragleak.errors import CorpusError
 from ragleak.grid.spec import DEFAULT_MIN_ANSWERED_SHARE, CellSpec, GridConfig
 from ragleak.grid.store import CellRecord, RunStore, error_record, measured_record
 from ragleak.measure import run_attack
 from ragleak.pipeline.build import Source, build_target
 from ragleak.pipeline.rag import AuditPolicy
 from ragleak.pipeline.target import PipelineTarget
-from ragleak.records import Passage
+from ragleak.rag.index import PassageIndex
+from ragleak.records import Document
 from ragleak.stack import Stack
 
 
@@ -60,8 +60,13 @@ def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None)
     kept: list = []  # the transcript, as soon as the attack ends: a metric that fails must not lose it
     try:
         attack, defense = ATTACKS.get(spec.attack)(**spec.attack_params), _defense(spec)
-        source, passages, view = _source(spec, attack, stack, run_dir)
+        kept_documents, view = _corpus(spec, attack)
+        passages = chunk_documents(kept_documents, spec.stack.chunk_words, spec.stack.chunk_overlap)
         ctx = stack.context(spec.seed)  # the defense's and the attack's seeded streams
+        source: Source = spec.target if spec.is_endpoint else stack.index_passages(  # type: ignore[assignment]
+            passages, store=Path(run_dir) / "indexes")
+        if isinstance(source, PassageIndex):
+            passages = source.passages  # what the index holds (one built by another worker: its own copy)
         target = build_target(stack, source, defense, ctx=ctx, audit=audit)
         t_setup = time.perf_counter() - t0
         transcript, metrics = run_attack(attack, target, ctx, passages, budget=spec.budget, corpus_view=view,
@@ -78,25 +83,18 @@ def execute_cell(spec: CellSpec, run_dir: str, audit: AuditPolicy | None = None)
                                               kept[0] if kept else None)
 
 
-def _source(spec: CellSpec, attack, stack: Stack, run_dir: str | Path) -> tuple[Source, list[Passage], CorpusView]:
-    """What the cell's target is built from, the passages its metrics read, and the attack's corpus
-    view. The built-in stack: the index of what ``Attack.prepare_corpus`` keeps of the corpus (built
-    once per run, loaded by every worker) and the view it gives. An endpoint: its config, the grid's
-    copy of the service's corpus chunked as the stack would, and the grid's view file (or none)."""
+def _corpus(spec: CellSpec, attack) -> tuple[list[Document], CorpusView]:
+    """The documents the cell's target holds and the attack's corpus view. The built-in stack: what
+    ``Attack.prepare_corpus`` keeps of the corpus (its index is built once per run, loaded by every
+    worker) and the view it gives. An endpoint: the grid's copy of the service's corpus (chunked as
+    the stack would, for the metrics) and the grid's view file (or none)."""
     documents = load_corpus(spec.corpus, **spec.corpus_params)
     if spec.corpus_digest is not None and documents_digest(documents) != spec.corpus_digest:
         # the cell id pins the content it was planned on; never store results for other content
         raise CorpusError(f"corpus {spec.corpus!r} changed since the grid was planned; run the grid again")
-    if not spec.is_endpoint:
-        indexed, view = attack.prepare_corpus(documents, spec.seed)
-        index = stack.index(indexed, store=Path(run_dir) / "indexes")
-        return index, index.passages, view
-    view = CorpusView()
-    if spec.view is not None:
-        if spec.view_digest is not None and sha256_file(Path(spec.view)) != spec.view_digest:
-            raise ConfigError(f"view file {spec.view} changed since the grid was planned; run the grid again")
-        view = read_view(spec.view)
-    return spec.target, chunk_documents(documents, spec.stack.chunk_words, spec.stack.chunk_overlap), view  # type: ignore[return-value]
+    if spec.is_endpoint:
+        return documents, CorpusView() if spec.view is None else read_view(Path(spec.view), spec.view_digest)
+    return attack.prepare_corpus(documents, spec.seed)
 
 
 def _planned(run_dir: str | Path, read, default):

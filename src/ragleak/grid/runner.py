@@ -29,6 +29,7 @@ from typing import Callable, Literal
 from ragleak.errors import ConfigError, RagleakError
 from ragleak.grid.cell import execute_cell
 from ragleak.grid.lock import RunLock
+from ragleak.grid.preflight import preflight
 from ragleak.grid.eta import Rates, cell_seconds, stored_rates
 from ragleak.grid.schedule import ChainDispatcher
 from ragleak.grid.spec import CellSpec, GridConfig
@@ -122,11 +123,13 @@ def run_grid(
 ) -> Progress:
     """Run the unfinished cells of ``config`` into ``out`` (one grid per folder at a time: a second
     raises ``RunLockedError``). ``cells``: its expansion, when the caller already validated it;
-    every name and parameter is checked before the run folder is created. ``rebuild_cache`` moves
+    every name and parameter, and every outside input a cell reads (``grid.preflight``: ``$env:``
+    variables, files, a callable's import path), is checked before the run folder is created. ``rebuild_cache`` moves
     the run's generation cache aside first (the fix for an unreadable one)."""
     if executor not in ("local", "ray"):
         raise ConfigError(f"unknown executor {executor!r}; use local or ray")
     cells = config.expand() if cells is None else cells
+    preflight(cells)  # every outside input the cells read: a missing one writes no run folder
     with RunLock(out):
         return _run(config, cells, Path(out), executor, workers, retry_errors, address, progress, rebuild_cache)
 

@@ -75,8 +75,10 @@ class CellSpec(BaseModel):
         value in ``defense_params``, which wins."""
         from ragleak.defenses import defense_class
 
+        if self.epsilon is None:  # before the lookup: a scored transcript's "defense" is a target label
+            return None
         param = defense_class(self.defense).epsilon_param
-        if self.epsilon is None or param is None or param in self.defense_params:
+        if param is None or param in self.defense_params:
             return None
         return param
 
@@ -102,19 +104,26 @@ class CellSpec(BaseModel):
 class GridConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = "grid"
-    attacks: list[str] = Field(min_length=1)
-    defenses: list[str] = Field(min_length=1)
-    corpora: list[str] = Field(min_length=1)
-    modes: list[SessionMode] = Field(default_factory=lambda: ["single"], min_length=1)
-    epsilons: list[float | None] = Field(default_factory=lambda: [None], min_length=1)
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    name: str = Field(default="grid", description="a label for the run (plan, report titles)")
+    attacks: list[str] = Field(min_length=1, description="registered attack names (and probes: `utility` asks "
+                               "benign questions, for the utility a defense leaves)")
+    defenses: list[str] = Field(min_length=1, description="registered defense names; `none` is the baseline "
+                                "every other defense is compared with")
+    corpora: list[str] = Field(min_length=1, description="registered corpus names, or paths to the user's files")
+    modes: list[SessionMode] = Field(default_factory=lambda: ["single"], min_length=1,
+                                     description="single: each query alone; multi: rolling conversations")
+    epsilons: list[float | None] = Field(default_factory=lambda: [None], min_length=1, description=(
+        "privacy budgets: each sets the defense's `epsilon_param` (inert for a defense without one); null: "
+        "the defense's own default"))
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1,
+                             description="run seeds: the attack's and the defense's random streams")
     budget: int | None = Field(default=None, ge=1, description="queries per cell; None = each attack's default")
     budgets: dict[str, Annotated[int, Field(ge=1)]] = Field(
         default_factory=dict, description="per-attack budget, overriding `budget`")
-    attack_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    defense_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    corpus_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    attack_params: dict[str, dict[str, Any]] = Field(default_factory=dict, description="attack -> its parameters")
+    defense_params: dict[str, dict[str, Any]] = Field(default_factory=dict, description="defense -> its parameters "
+                                                      "(an epsilon given here wins over the grid's)")
+    corpus_params: dict[str, dict[str, Any]] = Field(default_factory=dict, description="corpus -> its parameters")
     stack: StackConfig = StackConfig()
     target: TargetConfig = Field(default_factory=TargetConfig, description="what is audited: the built-in "
                                  "stack (default), an http endpoint or a callable")
@@ -222,6 +231,14 @@ PAPER_MI = {"n_members": 10, "n_nonmembers": 100, "kb_size": 50}
 GENERAL_POOL = {"pool": "shared-extraction", "pool_version": "2"}
 CANARY_SEEDS = [101, 102, 103]
 
+# The MI statistics presets (issue 37): enough candidates to resolve TPR at 1% FPR (300 non-members:
+# 3 may score above the threshold) and 100 members; a KB of 150 so the members are a sample of it.
+STATISTICS_MI = {"n_members": 100, "n_nonmembers": 300, "kb_size": 150}
+STATISTICS_ATTACKS = ["mi", "mi-entailment", "mi-interrogation", "mi-dcmi"]
+# A defense that draws noise is read over 3 seeds, so its run-to-run variance is inside the interval
+# (metrics.membership.membership_over_runs); at the paper's 10 + 100 to stay within a session's hours.
+STATISTICS_SEEDS = [1, 2, 3]
+
 PRESETS: dict[str, dict[str, Any]] = {
     # <= 10 minutes on 2 cores with the default model: one corpus, small budgets
     "demo": {
@@ -268,6 +285,26 @@ PRESETS: dict[str, dict[str, Any]] = {
         "seeds": CANARY_SEEDS,
         "budgets": {"canary": 50},
         "attack_params": {"canary": {"pool": "canary-targeted", "pool_version": "2"}},
+    },
+    # MI at the field's strength, no defense: 100 members + 300 non-members per corpus, one run
+    "statistics": {
+        "name": "statistics",
+        "attacks": STATISTICS_ATTACKS,
+        "defenses": ["none"],
+        "corpora": ["synthetic-corp", "chatterbot-qa"],
+        "attack_params": {a: STATISTICS_MI for a in STATISTICS_ATTACKS},
+        "corpus_params": {c: {"n_docs": 450} for c in ("synthetic-corp", "chatterbot-qa")},
+    },
+    # MI under the defenses that draw noise, 3 seeds each, beside the undefended baseline
+    "statistics-dp": {
+        "name": "statistics-dp",
+        "attacks": ["mi", "mi-entailment"],
+        "defenses": ["none", "dp-retrieval", "ca-dp", "private-rag"],
+        "corpora": ["synthetic-corp"],
+        "seeds": STATISTICS_SEEDS,
+        "epsilons": [1.0],
+        "attack_params": {"mi": PAPER_MI, "mi-entailment": PAPER_MI},
+        "corpus_params": {"synthetic-corp": {"n_docs": PAPER_CORPUS_DOCS}},
     },
 }
 

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ragleak.errors import RagleakError
 from ragleak.files import atomic_write_text
+from ragleak.grid.failure import Failure, of_exception, of_transcript
 from ragleak.grid.spec import CellSpec, GridConfig
 from ragleak.metrics.base import MetricResult
 from ragleak.records import digest
@@ -111,6 +112,8 @@ class CellRecord(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     engine: dict[str, str] = Field(default_factory=dict)
     error: str | None = None
+    failure: Failure | None = Field(default=None, description="why a failed or error cell has no readings: "
+                                    "kind (http_status, timeout, ...), detail, HTTP status (grid.failure)")
     traceback: str | None = None
     checksum: str | None = Field(default=None, description="SHA-256 of the stored JSON without this field")
 
@@ -143,8 +146,10 @@ def measured_record(spec: CellSpec, transcript: "Transcript", metrics: dict[str,
     hook summary, guarantee and state, and the stack's model use (none: not known here, as for a
     transcript scored after the fact). ``defense`` None: a scored transcript (``grid.scored``),
     whose target's defense and guarantee are not known here."""
+    status = transcript_status(transcript, min_share)
     return CellRecord(
-        cell_id=spec.cell_id, spec=spec, status=transcript_status(transcript, min_share), error=transcript.stopped,
+        cell_id=spec.cell_id, spec=spec, status=status, error=transcript.stopped,
+        failure=of_transcript(transcript) if status == "failed" else None,
         metrics=metrics, counts=QueryCounts.of(transcript), release_digest=transcript.release_digest(),
         hook_summary=_hook_summary(transcript), audit=audit or {},
         guarantee=defense.guarantee().model_dump(mode="json") if defense else {},
@@ -153,8 +158,11 @@ def measured_record(spec: CellSpec, transcript: "Transcript", metrics: dict[str,
 
 
 def error_record(spec: CellSpec, exc: BaseException, total_s: float) -> CellRecord:
-    """The record of a cell that crashed: the error and its traceback."""
+    """The record of a cell that crashed: the error, its kind (``grid.failure.of_exception``: an
+    endpoint's HTTP status, a timeout, a refused connection, else the exception's first line) and
+    its traceback."""
     return CellRecord(cell_id=spec.cell_id, spec=spec, status="error", error=f"{type(exc).__name__}: {exc}",
+                      failure=of_exception(exc),
                       traceback="".join(traceback.format_exception(exc)), timings={"total_s": total_s},
                       engine=_engine())
 
@@ -236,7 +244,9 @@ class RunStore:
             if sorted(old.get("cell_ids", [])) == sorted(ids):
                 return
             self._drop_stale_errors(set(ids))
-        atomic_write_text(plan_path, json.dumps({"config": config.model_dump(mode="json"), "cell_ids": ids}, indent=2))
+        # the labels let a report name a planned cell whose record is missing
+        atomic_write_text(plan_path, json.dumps({"config": config.model_dump(mode="json"), "cell_ids": ids,
+                                                 "labels": {c.cell_id: c.label for c in cells}}, indent=2))
 
     def _drop_stale_errors(self, keep: set[str]) -> None:
         """Remove the error records of cells outside ``keep``; raise if any such cell holds a result."""

@@ -24,9 +24,12 @@ METRICS: Registry[type[Metric]] = Registry(
         "rougeL_max": "ragleak.metrics.extraction:RougeLExtraction",
         "embedding_similarity": "ragleak.metrics.extraction:EmbeddingSimilarity",
         "recovered_chunk_rate": "ragleak.metrics.extraction:RecoveredChunkRate",
+        "retrieved_chunk_leak": "ragleak.metrics.retrieved_leak:RetrievedChunkLeak",
         "attribution_esr": "ragleak.metrics.attribution:AttributionESR",
         "attribution_f1": "ragleak.metrics.attribution:AttributionF1",
         "attribution_auc": "ragleak.metrics.attribution:AttributionAUC",
+        "utility_f1": "ragleak.metrics.utility:AnswerF1",
+        "utility_em": "ragleak.metrics.utility:AnswerEM",
     },
 )
 

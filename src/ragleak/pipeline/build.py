@@ -10,7 +10,7 @@
   defense, so ``defense`` may only be one with no hooks (``external``, ``none``); no stack is needed.
 
 This package sits below ``stack``: the stack is named here for type checking only, and used for
-what it hands out (the target generator, its config and a run context).
+what it hands out (the target generator and its config).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def build_target(stack: "Stack | None", source: Source, defense: Defense | None 
                  ctx: RunContext | None = None, audit: AuditPolicy | None = None,
                  principal: str | None = None) -> Target:
     """The target an attack queries. For an index: ``ctx`` is the run context the defense is
-    prepared with (the stack's, at its config's seed, when None), ``audit`` says which queries get
+    prepared with (None: the stack's, with fresh DP noise, as ``Stack.context()`` gives it: a
+    target built without one serves users), ``audit`` says which queries get
     the reference generation of a defense that replaces ``generate`` (all by default) and
     ``principal`` is the client id told to the defense on every query (None: none)."""
     if isinstance(source, TargetConfig):
@@ -47,7 +48,7 @@ def build_target(stack: "Stack | None", source: Source, defense: Defense | None 
     c = stack.config
     pipeline = RAGPipeline(index=source, generator=stack.generator("target"), defense=defense, top_k=c.top_k,
                            candidate_k=c.candidate_k, system_prompt=c.system_prompt,
-                           ctx=ctx or stack.context(), audit=audit)
+                           ctx=ctx or RunContext(seed=c.seed, stack=stack, noise="fresh"), audit=audit)
     return PipelineTarget(pipeline, principal)
 
 

@@ -148,7 +148,7 @@ class RAGPipeline:
         self.top_k = top_k
         self.candidate_k = max(candidate_k, top_k)
         self.system_prompt = system_prompt
-        self.ctx = ctx or RunContext()
+        self.ctx = ctx or RunContext(noise="fresh")  # no run context: serving users, fresh DP noise
         self.audit = audit or AuditPolicy()
         self.audit_counts = AuditCounts()
         self._prepared = False

@@ -35,6 +35,26 @@ from ragleak.records import TargetResponse, Turn
 log = logging.getLogger(__name__)
 
 
+class EndpointFailure(EndpointError):
+    """An HTTP target's request that failed, with what kind of failure it was, so a cell record can
+    name it (``grid.failure``): ``kind`` one of ``http_status`` (with ``status``), ``timeout``,
+    ``connection_refused``, ``network``, ``bad_response``. The message says the same in words
+    (``HTTP 401``, ``ReadTimeout``, ``Connection refused``), which is what a transcript keeps."""
+
+    def __init__(self, message: str, kind: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+def _network_kind(exc: BaseException) -> str:
+    import httpx
+
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    return "connection_refused" if "refused" in str(exc).lower() else "network"
+
+
 @dataclass(frozen=True)
 class StopRule:
     """When a query session stops sending to a target whose errors are sustained: after
@@ -287,7 +307,7 @@ class HttpTarget:
                                 "{messages}): a multi-turn conversation cannot reach this endpoint")
         body = _fill(self._template, query, history, self.system_prompt)
         where = self.public_url
-        last_error = "no attempt made"
+        last_error, last_kind, last_status = "no attempt made", "network", None
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
@@ -295,20 +315,24 @@ class HttpTarget:
                 r = httpx.post(self._url, json=body, headers=self._headers, timeout=self.timeout_s)
             except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 last_error = self._redact(f"{type(exc).__name__}: {exc}")
+                last_kind, last_status = _network_kind(exc), None
                 log.warning("attempt %d of %d to %s failed: %s", attempt + 1, self.retries + 1, where, last_error)
                 continue
             except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a bad URL, scheme or redirect loop: no retry
-                raise EndpointError(self._redact(f"cannot query {where}: {type(exc).__name__}: {exc}")) from None
+                raise EndpointFailure(self._redact(f"cannot query {where}: {type(exc).__name__}: {exc}"),
+                                      "network") from None
             if r.status_code >= 500 or r.status_code == 429:
                 last_error = f"HTTP {r.status_code}: {self._body(r)}"
+                last_kind, last_status = "http_status", r.status_code
                 log.warning("attempt %d of %d to %s failed: %s", attempt + 1, self.retries + 1, where, last_error)
                 continue
             if r.status_code >= 400:
-                raise EndpointError(f"{where} answered HTTP {r.status_code}: {self._body(r)}")
+                raise EndpointFailure(f"{where} answered HTTP {r.status_code}: {self._body(r)}", "http_status",
+                                      r.status_code)
             try:
                 payload = r.json()
             except ValueError:
-                raise EndpointError(f"{where} did not answer JSON: {self._body(r)}") from None
+                raise EndpointFailure(f"{where} did not answer JSON: {self._body(r)}", "bad_response") from None
             answer = json_path(payload, self.answer_path)
             if not isinstance(answer, str):
                 raise EndpointError(f"{self.answer_path!r} in the response is {type(answer).__name__}, not a string")
@@ -319,7 +343,8 @@ class HttpTarget:
                     raise EndpointError(f"{self.retrieved_ids_path!r} in the response is not a list")
                 ids = [str(i) for i in raw]
             return TargetResponse(query=query, answer=answer, retrieved_ids=ids)
-        raise EndpointError(f"could not reach {where} after {self.retries + 1} attempts: {last_error}")
+        raise EndpointFailure(f"could not reach {where} after {self.retries + 1} attempts: {last_error}", last_kind,
+                              last_status)
 
 
 def load_callable(reference: str) -> Callable[..., Any]:

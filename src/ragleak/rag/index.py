@@ -22,6 +22,13 @@ The two approximate kinds keep every vector uncompressed, so ``search(..., exact
 probed; HNSW: its flat storage scanned). The DP retrieval defenses score their pool that way and
 say so on their card (``defenses.corpus_pool``): an approximate top-k never reaches a DP mechanism.
 
+``document_pool`` / ``passage_pool`` are that pool at scale: every stored vector scored in one
+pass by FAISS's own inner-product kernel (``fvec_inner_products_ny``, the one its flat search
+uses: bit-identical scores), over the flat/HNSW storage in place (no copy) or a copy of an IVF
+index's lists, aggregated to documents with ``np.maximum.reduceat`` over a document-grouped order
+kept once per index. No text is read for scoring: only the passages finally taken are read from
+SQLite. Costs about one flat search per query (``benchmarks/bench_dp_selection.py``).
+
 ``save`` writes a complete new directory next to the target and renames it into place, so a
 crash leaves either the old index or the new one, never a half-written mix. Indexes of schema 1
 (passages in ``passages.jsonl``) still load; saving writes schema 2.
@@ -38,15 +45,17 @@ import shutil
 import stat
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Literal, Sequence
 
 import numpy as np
 from pydantic import ValidationError
 
-from ragleak.errors import IndexStoreError
+from ragleak.errors import IndexStoreError, RagleakError
 from ragleak.rag.embedder import Embedder
 from ragleak.rag.passage_store import PassageStore
+from ragleak.rag.score_pool import ScorePool, top_rows
 from ragleak.files import atomic_write_bytes, atomic_write_text, sha256_file
 from ragleak.records import Passage, Scored
 
@@ -93,6 +102,30 @@ def ivf_lists(passages: int) -> int:
     return max(1, min(passages, round(IVF_LISTS_PER_SQRT_N * math.sqrt(passages))))
 
 
+@dataclass(frozen=True)
+class _Scan:
+    """What scoring every stored vector needs, made once per index change (``PassageIndex._scan_state``)."""
+
+    vectors: np.ndarray  # (n, d) float32 in FAISS's storage order: a view of its memory (flat, hnsw) or a copy (ivf)
+    ids: np.ndarray  # the FAISS id at each storage position
+    doc: np.ndarray  # the document number (row of ``names``) at each storage position
+    order: np.ndarray | None  # storage positions grouped by document, by FAISS id within one; None: already so
+    starts: np.ndarray  # where each document's group starts in that order (one per document)
+    names: list[str]  # document ids, sorted: a document pool's rows
+
+
+def _first_max(grouped: np.ndarray, starts: np.ndarray, best: np.ndarray, row: int | None = None):
+    """Position (in the grouped order) of the first passage of document ``row`` that reaches its
+    best score; for every document at once (one vectorised pass) when ``row`` is None."""
+    if row is not None:
+        end = starts[row + 1] if row + 1 < len(starts) else len(grouped)
+        return int(starts[row]) + int(np.argmax(grouped[starts[row] : end]))
+    counts = np.diff(np.r_[starts, len(grouped)])
+    hits = np.flatnonzero(grouped == np.repeat(best, counts))
+    segment = np.repeat(np.arange(len(starts)), counts)[hits]
+    return hits[np.r_[True, segment[1:] != segment[:-1]]]
+
+
 def _pin_faiss_threads() -> None:
     """FAISS's OpenMP threads follow $RAGLEAK_THREADS, like the generator's: a one-query search
     over a small flat index spends 1000x longer spinning threads than scoring on a loaded machine."""
@@ -116,6 +149,7 @@ class PassageIndex:
         self._store = PassageStore()
         self._count = 0
         self._docs: tuple[np.ndarray, np.ndarray, list[str]] | None = None  # FAISS id -> document, for pools
+        self._scan: _Scan | None = None  # the stored vectors grouped by document, for exact pools
         self._next_id = 0
         self._query_vectors: dict[str, np.ndarray] = {}  # a pipeline and its defense embed the same query
         #: of the last ``add``: passages embedded, passages found in kept slices, seconds spent embedding
@@ -241,7 +275,7 @@ class PassageIndex:
         self._store.add(list(zip(ids.tolist(), passages)))
         self._count += len(passages)
         self._next_id = max(self._next_id, int(ids.max()) + 1) if len(ids) else self._next_id
-        self._docs = None
+        self._docs = self._scan = None  # the scan may view FAISS memory that the add reallocated
 
     def remove_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove every passage of the given documents; returns how many passages went."""
@@ -253,7 +287,7 @@ class PassageIndex:
             self._faiss.remove_ids(np.array(ids, dtype=np.int64))
             self._store.remove(ids)
             self._count -= len(ids)
-            self._docs = None
+            self._docs = self._scan = None
         return len(ids)
 
     def with_kind(self, kind: str) -> "PassageIndex":
@@ -290,6 +324,91 @@ class PassageIndex:
         storage = faiss.downcast_index(inner.storage) if self._kind == "hnsw" else inner
         return (faiss.vector_to_array(self._faiss.id_map).astype(np.int64),
                 storage.reconstruct_n(0, storage.ntotal))
+
+    def _stored_view(self) -> tuple[np.ndarray, np.ndarray]:
+        """(FAISS ids, vectors) in storage order, the vectors read in place where FAISS keeps them
+        in one array (flat, hnsw: a view valid until the index changes) and copied otherwise (ivf)."""
+        import faiss
+
+        if self._kind == "ivf" or self._faiss is None or self._faiss.ntotal == 0:
+            return self.vectors()
+        inner = faiss.downcast_index(self._faiss.index)
+        storage = faiss.downcast_index(inner.storage) if self._kind == "hnsw" else inner
+        n, d = storage.ntotal, storage.d
+        view = faiss.rev_swig_ptr(storage.get_xb(), n * d).reshape(n, d)
+        return faiss.vector_to_array(self._faiss.id_map).astype(np.int64), view
+
+    def _scan_state(self) -> _Scan:
+        """The stored vectors with each position's document and a document-grouped order, made
+        once per change (a flat index's chunks are usually added document by document: no reorder)."""
+        if self._scan is None:
+            ids, vectors = self._stored_view()
+            sorted_ids, doc_number, names = self._documents()
+            at = np.searchsorted(sorted_ids, ids)
+            if len(ids) != len(sorted_ids) or not np.array_equal(sorted_ids[np.minimum(at, len(sorted_ids) - 1)], ids):
+                raise IndexStoreError(f"the index holds {len(ids)} vectors and its passage store {len(sorted_ids)} "
+                                      "passages, not the same ids; rebuild the index")
+            doc = doc_number[at]
+            order = np.lexsort((ids, doc))
+            grouped = doc[order]
+            starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+            identity = bool(np.array_equal(order, np.arange(len(order))))
+            self._scan = _Scan(vectors=np.ascontiguousarray(vectors, dtype=np.float32), ids=ids, doc=doc,
+                               order=None if identity else order, starts=starts, names=names)
+        return self._scan
+
+    def _exact_scores(self, scan: _Scan, query: str) -> np.ndarray:
+        """Every stored vector's inner product with ``query``'s vector, in storage order: FAISS's
+        ``fvec_inner_products_ny``, the kernel of its flat search (the same float32 scores)."""
+        import faiss
+
+        q = np.ascontiguousarray(self._encode_queries([query])[0], dtype=np.float32)
+        n, d = scan.vectors.shape
+        out = np.empty(n, dtype=np.float32)
+        if n:
+            faiss.fvec_inner_products_ny(faiss.swig_ptr(out), faiss.swig_ptr(q), faiss.swig_ptr(scan.vectors), d, n)
+        return out
+
+    def _scored(self, ids: np.ndarray, scores: Sequence[float]) -> list[Scored]:
+        found = self._store.get_many(ids.tolist())
+        missing = [int(i) for i in ids.tolist() if int(i) not in found]
+        if missing:
+            raise IndexStoreError(f"passage store {self._store.path or '(in memory)'} has no passage with FAISS id "
+                                  f"{missing[0]}; rebuild the index")
+        return [Scored(passage=found[int(i)], score=float(s)) for i, s in zip(ids.tolist(), scores)]
+
+    def document_pool(self, query: str) -> ScorePool:
+        """One exact score per document (its best passage's), rows in document id order; taking a
+        row reads that document's best passage (ties: the lowest FAISS id) scored by it."""
+        if not len(self):
+            return ScorePool(np.zeros(0, dtype=np.float32), lambda rows: [])
+        scan = self._scan_state()
+        scores = self._exact_scores(scan, query)
+        grouped = scores if scan.order is None else scores[scan.order]
+        best = np.maximum.reduceat(grouped, scan.starts)
+
+        def fetch(rows: Sequence[int]) -> list[Scored]:
+            at = _first_max(grouped, scan.starts, best)[rows] if len(rows) > 64 else np.array(
+                [_first_max(grouped, scan.starts, best, r) for r in rows], dtype=np.int64)
+            positions = at if scan.order is None else scan.order[at]
+            return self._scored(scan.ids[positions], [best[r] for r in rows])
+
+        return ScorePool(best, fetch)
+
+    def passage_pool(self, query: str, documents: int | None = None) -> ScorePool:
+        """Every passage's exact score, rows in storage order; with ``documents`` only the passages
+        of the ``documents`` best documents (by their best passage)."""
+        if not len(self):
+            return ScorePool(np.zeros(0, dtype=np.float32), lambda rows: [])
+        scan = self._scan_state()
+        scores = self._exact_scores(scan, query)
+        pool = ScorePool(scores, lambda rows: self._scored(scan.ids[np.asarray(rows, dtype=np.int64)],
+                                                           [scores[r] for r in rows]))
+        if documents is None or documents >= len(scan.names):
+            return pool
+        grouped = scores if scan.order is None else scores[scan.order]
+        best = top_rows(np.maximum.reduceat(grouped, scan.starts), documents)
+        return pool.subset(np.flatnonzero(np.isin(scan.doc, best)))
 
     def _search_faiss(self, q: np.ndarray, k: int, exact: bool) -> tuple[np.ndarray, np.ndarray]:
         """FAISS's (scores, ids) of the best ``k``: the index's own search, or with ``exact`` every
@@ -338,9 +457,12 @@ class PassageIndex:
     def best_per_document(self, query: str, passages: int | None = None) -> list[Scored]:
         """One entry per document: its best passage, scored by the document's best (max) passage
         score, best first; over every passage, or the ``passages`` top-scored ones only - scored
-        exactly whatever the index's kind (this is a DP mechanism's pool)."""
+        exactly whatever the index's kind (this is a DP mechanism's pool). Reads every listed
+        document's passage: a mechanism that takes only k of them uses ``document_pool``."""
         if not len(self):
             return []
+        if passages is None or passages >= len(self):
+            return self.document_pool(query).ranked()
         k = len(self) if passages is None else min(passages, len(self))
         scores, ids = self._search_faiss(self._encode_queries([query]), k, exact=True)
         scores, ids = scores[0], ids[0]
@@ -454,6 +576,29 @@ class PassageIndex:
             )
         index._next_id = int(manifest["next_id"])
         return index
+
+
+def load_or_build(directory: Path, embedder: Embedder,
+                  build: Callable[[Path | None], PassageIndex]) -> tuple[PassageIndex, bool]:
+    """The index saved in ``directory`` (checksums verified) and True, else ``build(work_dir)``
+    saved there and False. The build embeds slice by slice into a work folder beside
+    ``directory``, so a killed builder's successor resumes it; a save that fails (a full disk, a
+    race with another worker) costs only the reuse."""
+    directory = Path(directory)
+    if (directory / MANIFEST).exists():
+        try:
+            return PassageIndex.load(directory, embedder), True
+        except (RagleakError, OSError, ValueError, RuntimeError) as exc:  # faiss raises RuntimeError
+            log.warning("stored index %s is unusable (%s); building it again", directory, exc)
+    work_dir = directory.with_name(f".{directory.name}.slices")
+    index = build(work_dir)
+    try:
+        index.save(directory)
+    except (OSError, RagleakError) as exc:
+        log.warning("could not store index %s for other workers: %s", directory, exc)
+    else:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return index, False
 
 
 def _store_from_jsonl(path: Path) -> PassageStore:

@@ -130,7 +130,9 @@ class LlamaMultiSequence:
         self.exact_weights = EXACT_WEIGHTS if exact_weights is None else exact_weights
         self.weights = "not loaded"
         self.model = None
-        self._lock = threading.Lock()
+        # re-entrant: one thread may hold two sessions at once (private-rag decodes its public
+        # prompt in a session of its own beside the voters'); other threads still wait
+        self._lock = threading.RLock()
 
     def prepare(self) -> None:
         if self.model is not None:

@@ -19,8 +19,8 @@ from typing import Sequence
 
 from ragleak.errors import RagleakError
 from ragleak.report import ci, html, plots
-from ragleak.report.evidence import enrich
-from ragleak.report.gates import Gate, check, gate_rows
+from ragleak.report.evidence import enrich, redact_tree, secrets_of
+from ragleak.report.gates import Gate, check, gate_rows, load_gates, save_gates
 from ragleak.report.summary import load_run, summarize
 
 log = logging.getLogger(__name__)
@@ -31,29 +31,33 @@ FILES = {"summary": "summary.json", "report": "report.html", "sarif": "ragleak.s
          "cells": "cells.jsonl"}
 
 
-def build_report(run_dir: Path, gates: Sequence[Gate] = (), show_leaks: bool = False) -> dict[str, str]:
-    """Write the report files of ``run_dir``; ``gates`` (``--fail-if``) are checked over its cells
-    and written into the summary, SARIF and JUnit; ``show_leaks`` puts leaked values in the HTML
-    unredacted."""
+def build_report(run_dir: Path, gates: Sequence[Gate] | None = None, show_leaks: bool = False) -> dict[str, str]:
+    """Write the report files of ``run_dir``; ``gates`` (``--fail-if``) are kept in the run folder
+    (``gates.json``) and checked over its cells against its plan; None: the gates kept there by an
+    earlier ``grid --fail-if`` or ``report --fail-if``. They are written into the summary, SARIF and
+    JUnit. ``show_leaks`` puts raw leaked values and answer snippets in the report files; without it
+    every file holds them masked."""
     run_dir = Path(run_dir)
+    if gates is None:
+        gates = load_gates(run_dir)
+    else:
+        save_gates(run_dir, gates)
     summary = summarize(run_dir)
-    summary["gates"] = gate_rows(check(gates, summary["cells_table"]))
+    summary["gates"] = gate_rows(check(gates, summary["cells_table"], summary["incomplete"],
+                                       summary["plan"]["planned"]))
     records = load_run(run_dir)
-    enrich(summary, records, run_dir)
-    figures: dict[str, str | None] = {
-        f"bars:{m}": plots.leakage_bars(summary["levels"], m)
-        for m in sorted({r["metric"] for r in summary["levels"]})
-    }
-    figures["roc"] = plots.roc_curves(run_dir, records)
-    figures["eps"] = plots.epsilon_curves(summary["guarantees"])
-    figures["utility"] = plots.utility_plot(summary["utility_curves"])
+    enrich(summary, records, run_dir, show_leaks=show_leaks)
+    secrets = set() if show_leaks else secrets_of(records, run_dir)
+    figures = plots.figures(summary, run_dir, records)
     stage = Path(tempfile.mkdtemp(dir=run_dir, prefix=STAGE_PREFIX))
     try:
         (stage / FILES["summary"]).write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
         html.write(summary, figures, stage / FILES["report"], show_leaks=show_leaks)
         (stage / FILES["sarif"]).write_text(ci.sarif(summary), encoding="utf-8")
         (stage / FILES["junit"]).write_text(ci.junit(summary), encoding="utf-8")
-        (stage / FILES["cells"]).write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+        (stage / FILES["cells"]).write_text("".join(json.dumps(redact_tree(r.model_dump(mode="json"), secrets),
+                                                               ensure_ascii=False) + "\n" for r in records),
+                                            encoding="utf-8")
         _fsync_folder(stage)
         _publish(run_dir, stage)
     except BaseException:

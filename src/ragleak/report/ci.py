@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 from xml.etree import ElementTree as ET
 
 
@@ -36,11 +37,21 @@ def sarif(summary: dict[str, Any]) -> str:
             results.append(_result("ragleak.claim-beaten", "error",
                                    f"{row['defense']}: the claimed eps({row['queries']}) = {row['claim_eps']:.4g} is "
                                    f"beaten by {' and '.join(row['beaten_by'])}", None))
-    for err in summary.get("errors", []):
-        results.append(_result("ragleak.cell-error", "warning", f"cell {err['label']} crashed: {err['error']}", None))
-    for cell in summary.get("failed", []):
-        results.append(_result("ragleak.cell-failed", "error", f"cell {cell['label']} failed: {_queries(cell)}; "
-                               "its readings are left out of every aggregate", None))
+    plan = summary.get("plan") or {}
+    for cell in summary.get("incomplete", []):
+        # every planned cell with no readings, with its reason: the run's evidence is incomplete
+        results.append(_result(f"ragleak.cell-{cell['status']}", "error",
+                               f"cell {cell['label']} {_STATUS_WORDS[cell['status']]}: {cell['reason']}; "
+                               f"no reading of it enters any aggregate or gate ({plan.get('incomplete', '?')} of "
+                               f"{plan.get('planned', '?')} planned cells gave none)", None))
+    for defense, items in (summary.get("leaks") or {}).items():
+        for item in items:  # one finding per leaked item, located at the documents that hold it
+            shown = item.get("value") or item["redacted"]
+            first = item.get("first") or {}
+            via = f"; first released by query {first['query']} of {first['label']}" if first else ""
+            results.append(_result(f"ragleak.leak.{item['metric']}", "error",
+                                   f"{defense}: {item['type']} value {shown} leaked in {len(item['cells'])} cells "
+                                   f"({item['queries']} queries){via}", None, documents=item.get("documents") or []))
     for gate in summary.get("gates", []):
         if gate["failed"]:
             results.append(_result("ragleak.gate", "error", gate["message"], None))
@@ -66,8 +77,17 @@ def _queries(cell: dict[str, Any]) -> str:
             f"of {c.get('queries', 0)} queries")
 
 
-def _result(rule: str, level: str, message: str, location: str | None) -> dict[str, Any]:
+_STATUS_WORDS = {"missing": "has no record", "corrupt": "has a corrupt record", "error": "crashed",
+                 "failed": "failed"}
+
+
+def _result(rule: str, level: str, message: str, location: str | None,
+            documents: list[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"ruleId": rule, "level": level, "message": {"text": message}}
+    if documents:  # a corpus document is the location of a leaked value (its id: a path relative to the corpus)
+        # percent-encoded: an id like "rows.jsonl:3" would otherwise read as a URI scheme
+        out["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": quote(doc, safe="/")}}}
+                            for doc in documents]
     if location:
         path, _, line = location.rpartition(":")
         if not line.isdigit():
@@ -81,19 +101,27 @@ def junit(summary: dict[str, Any]) -> str:
     suites = ET.Element("testsuites", name="ragleak")
     # a failed cell (too few answered queries) is a test failure, a crashed cell an error; a partial
     # cell passes with its status and query counts as properties
+    # a missing or corrupt record is an error too: the plan's cells, not only those with a record
+    unread = [c for c in summary.get("incomplete", []) if c["status"] in ("missing", "corrupt")]
     statuses = [c["status"] for c in summary["cells_table"]]
-    cells = ET.SubElement(suites, "testsuite", name="cells", tests=str(len(statuses)),
-                          failures=str(statuses.count("failed")), errors=str(statuses.count("error")))
+    cells = ET.SubElement(suites, "testsuite", name="cells", tests=str(len(statuses) + len(unread)),
+                          failures=str(statuses.count("failed")), errors=str(statuses.count("error") + len(unread)))
+    for c in unread:
+        case = ET.SubElement(cells, "testcase", classname="ragleak.cell", name=c["label"], time="0")
+        ET.SubElement(case, "error", message=f"{_STATUS_WORDS[c['status']]}: {c['reason']}", type=c["status"])
     for c in summary["cells_table"]:
         case = ET.SubElement(cells, "testcase", classname="ragleak.cell", name=c["label"],
                              time=str(c.get("seconds") or 0))
         if c["status"] == "error":
             err = next(e for e in summary["errors"] if e["cell_id"] == c["cell_id"])
-            ET.SubElement(case, "error", message=err["error"] or "error")
+            ET.SubElement(case, "error", message=c.get("reason") or err["error"] or "error", type="error")
             continue
         if c["status"] == "failed":
-            ET.SubElement(case, "failure", message=f"cell failed: {_queries(c)}")
+            reason = f"{c['reason']}; " if c.get("reason") else ""
+            ET.SubElement(case, "failure", message=f"cell failed: {reason}{_queries(c)}", type="failed")
         props = ET.SubElement(case, "properties")
+        if c.get("reason"):
+            ET.SubElement(props, "property", name="reason", value=c["reason"])
         ET.SubElement(props, "property", name="status", value=c["status"])
         for field, value in (c.get("counts") or {}).items():
             ET.SubElement(props, "property", name=f"queries.{field}", value=str(value))

@@ -4,11 +4,24 @@ is empty.
 
 ``enrich(summary, records, run_dir)`` adds to the summary (every key optional for a reader):
 
-* ``leaks``: per defense, the top leaked items (``TOP_ITEMS``) of the metrics that list them in
-  their details (``pii_leaks``: corpus PII values; ``canary_recovery``: canaries): type, value,
-  redacted value, documents, cells, and the first (cell, query) that released it;
-* ``evidence``: those queries (query text and answer, read from the run's transcripts), each
-  with an ``anchor`` the report links to;
+* ``leaks``: per defense, every leaked item of the metrics that list them in their details
+  (``pii_leaks``: corpus PII values; ``canary_recovery``: canaries): metric, type, ``redacted``
+  value, documents, cells, queries, ``total`` (items of the defense) and the first (cell, query)
+  that released it; ``value`` holds the raw value only with ``--show-leaks``;
+* ``leak_headline``: per defense and per (metric, type), the union of the distinct values leaked
+  over all its measured cells (``distinct``), out of the distinct values the corpora it read hold
+  (``of``, summed over distinct corpus contents; None where the metric gives no total), and the
+  measured cells read (``cells``); an auditor's "what leaked", not a mean over cells;
+* ``leak_state``: ``leaked`` | ``none_found`` (measured cells, nothing leaked) | ``not_measured``
+  (no measured cell: every cell failed, crashed or is missing; nothing can be said);
+* ``canary_list``: per defense, every planted canary: ``redacted`` (``value`` only with
+  ``--show-leaks``), ``type`` (email or name, by the canary's own form), ``recovered`` (in any
+  measured cell), the cells it was planted in and recovered in, and the first query that
+  released it (``first``: cell, query index, query text, anchor); ``canary_totals``: per defense
+  recovered / planted;
+* ``evidence``: the first query of each leaked item (query text; the answer around the leak in
+  ``snippet_redacted``, and raw in ``snippet`` only with ``--show-leaks``), each with an
+  ``anchor`` the report links to;
 * ``sample_warnings``: readings resting on fewer units than ``MIN_SAMPLE`` (an MI AUC from 6
   candidates, an interval from 2 queries), per cell and metric; each level row gains ``n_of``,
   ``n_min`` and ``small_sample``;
@@ -26,13 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from ragleak.grid.store import MEASURED, CellRecord
+from ragleak.metrics.pii import redact
+from ragleak.nlp.recognizers import EMAIL_JUDGE_COMPLETE
 from ragleak.report.cells import BASELINE
 
 log = logging.getLogger(__name__)
 
 #: Metrics whose details list leaked items (``details["items"]``) the report shows.
 ITEM_METRICS = ("pii_leaks", "canary_recovery")
-TOP_ITEMS = 10
 #: Below these many units a reading is shown with a sample-size warning, keyed by ``n_of``.
 MIN_SAMPLE = {"answered queries": 10, "candidates": 20, "canaries": 10, "sentences": 20}
 SNIPPET = 80  # characters of answer shown each side of a leaked value
@@ -42,9 +56,10 @@ def anchor(cell_id: str, index: int) -> str:
     return f"q-{cell_id[:12]}-{index}"
 
 
-def leaked_items(records: list[CellRecord], top: int = TOP_ITEMS) -> dict[str, list[dict[str, Any]]]:
-    """{defense: top items}, an item merged over the defense's measured cells: the cells and
-    queries that released it and the documents that hold it; most widely leaked first."""
+def leaked_items(records: list[CellRecord], top: int | None = None) -> dict[str, list[dict[str, Any]]]:
+    """{defense: items} (every one, or the first ``top``), an item merged over the defense's
+    measured cells: the cells and queries that released it and the documents that hold it; most
+    widely leaked first."""
     merged: dict[str, dict[tuple, dict[str, Any]]] = defaultdict(dict)
     for r in records:
         if r.status not in MEASURED:
@@ -67,6 +82,128 @@ def leaked_items(records: list[CellRecord], top: int = TOP_ITEMS) -> dict[str, l
         ranked = sorted(rows.values(), key=lambda x: (-len(x["cells"]), -x["queries"], x["type"], x["value"]))
         out[defense] = [{**x, "documents": sorted(x["documents"]), "total": len(rows)} for x in ranked[:top]]
     return out
+
+
+def leak_headline(records: list[CellRecord], leaks: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per defense and (metric, type): the distinct values leaked over all its measured cells, out
+    of the distinct values its corpora hold (``pii_leaks``: ``corpus_values`` per type, summed
+    over distinct corpus contents; ``canary_recovery``: the distinct canaries planted)."""
+    cells: dict[str, set[str]] = defaultdict(set)
+    of: dict[tuple[str, str, str], dict[Any, int]] = defaultdict(dict)
+    for r in records:
+        if r.status not in MEASURED:
+            continue
+        for metric in ITEM_METRICS:
+            reading = r.metrics.get(metric)
+            if reading is None:
+                continue
+            cells[r.spec.defense].add(r.cell_id)
+            if metric == "pii_leaks":
+                for kind, n in (reading.details.get("corpus_values") or {}).items():
+                    if n:
+                        of[(r.spec.defense, metric, kind)][(r.spec.corpus, r.spec.corpus_digest)] = int(n)
+    distinct: dict[tuple[str, str, str], int] = defaultdict(int)
+    for defense, items in leaks.items():
+        for it in items:
+            distinct[(defense, it["metric"], it["type"])] += 1
+    out = []
+    for key in sorted(set(distinct) | set(of)):
+        defense, metric, kind = key
+        total = sum(of[key].values()) if key in of else None
+        n = distinct.get(key, 0)
+        out.append({"defense": defense, "metric": metric, "type": kind, "distinct": n, "of": total,
+                    "cells": len(cells[defense]),
+                    "text": f"{n}{'' if total is None else f' of {total}'} distinct {kind} values leaked over "
+                            f"{len(cells[defense])} measured cells"})
+    return out
+
+
+def canary_type(secret: str) -> str:
+    """A canary's type by its own form (a planted set may mix e-mail addresses and names): an
+    e-mail where the judges' recognizer finds the whole canary to be one address."""
+    found = EMAIL_JUDGE_COMPLETE.find(secret.strip())
+    return "email" if any(f.start == 0 and f.end == len(secret.strip()) for f in found) else "name"
+
+
+def canary_list(records: list[CellRecord], run_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Per defense, every canary planted in its measured canary cells (from each cell's transcript:
+    ``scoring["secrets"]``, canary -> indices of the answers holding it), recovered or not, with
+    the first query that released it."""
+    merged: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for r in records:
+        if r.status not in MEASURED or "canary_recovery" not in r.metrics:
+            continue
+        transcript = _transcript(run_dir, r.cell_id)
+        if transcript is None:
+            continue
+        answered = {q["index"]: q for q in transcript.get("queries", []) if not q.get("error")}
+        for secret, where in sorted((transcript.get("scoring", {}).get("secrets") or {}).items()):
+            row = merged[r.spec.defense].setdefault(secret, {
+                "value": secret, "redacted": redact(secret), "type": canary_type(secret), "recovered": False,
+                "planted_in": [], "recovered_in": [], "first": None})
+            row["planted_in"].append(r.spec.label)
+            hits = sorted(i for i in where if i in answered)
+            if hits:
+                row["recovered"] = True
+                row["recovered_in"].append(r.spec.label)
+                if row["first"] is None:
+                    row["first"] = {"cell_id": r.cell_id, "label": r.spec.label, "query": hits[0],
+                                    "query_text": answered[hits[0]].get("query", ""),
+                                    "anchor": anchor(r.cell_id, hits[0])}
+    return {d: sorted(rows.values(), key=lambda x: (not x["recovered"], x["type"], x["redacted"]))
+            for d, rows in sorted(merged.items())}
+
+
+def _transcript(run_dir: Path, cell_id: str) -> dict[str, Any] | None:
+    path = Path(run_dir) / "transcripts" / f"{cell_id}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log.warning("no transcript for cell %s (%s): its canaries are not listed", cell_id, exc)
+        return None
+
+
+def leak_state(records: list[CellRecord], leaks: dict[str, list[dict[str, Any]]]) -> str:
+    """``not_measured`` where no cell measured anything (so nothing can be said about leakage),
+    else ``leaked`` or ``none_found``."""
+    if not any(r.status in MEASURED for r in records):
+        return "not_measured"
+    return "leaked" if any(leaks.values()) else "none_found"
+
+
+def secrets_of(records: list[CellRecord], run_dir: Path) -> set[str]:
+    """Every raw value a report could show: the leaked items of every cell and every planted canary."""
+    out: set[str] = set()
+    for r in records:
+        for metric in ITEM_METRICS:
+            reading = r.metrics.get(metric)
+            for item in (reading.details.get("items") or []) if reading is not None else []:
+                out.add(str(item["value"]))
+        if "canary_recovery" in r.metrics:
+            transcript = _transcript(run_dir, r.cell_id) or {}
+            out.update(str(s) for s in (transcript.get("scoring", {}).get("secrets") or {}))
+    return {v for v in out if v}
+
+
+def redact_tree(data: Any, values: set[str]) -> Any:
+    """``data`` (JSON-shaped) with every occurrence of every value in ``values`` masked
+    (``metrics.pii.redact``), in any string, and with ``value``/``snippet`` keys holding raw text
+    dropped: what a report writes without ``--show-leaks``."""
+    ordered = sorted(values, key=len, reverse=True)
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            for v in ordered:
+                if v in node:
+                    node = node.replace(v, redact(v))
+            return node
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(data)
 
 
 def _snippet(answer: str, values: list[str], redacted: bool) -> str:
@@ -226,16 +363,52 @@ def empty_states(summary: dict[str, Any], records: list[CellRecord]) -> dict[str
         else:
             out["table_two"] = ("no defended cell shares its conditions (attack, corpus, mode, epsilon, seed, "
                                 "budget) with a measured baseline cell, or no audited defense has a reading")
+    if summary.get("leak_state") == "not_measured":
+        out["leaks"] = ("nothing was measured: no cell gave readings (every cell failed, crashed or has no record; "
+                        "see the incomplete cells), so this run says nothing about what leaks")
+    elif summary.get("leak_state") == "none_found":
+        out["leaks"] = ("no leaked PII value or canary was found in the answered queries of the measured cells (the "
+                        "PII metric needs the corpus the target indexed; canaries need a canary attack or a manifest)")
     if not summary.get("levels"):
         out["levels"] = ("no metric reading: no measured cell, or no metric applied (PII and extraction metrics "
                          "need the corpus)")
     return out
 
 
-def enrich(summary: dict[str, Any], records: list[CellRecord], run_dir: Path) -> dict[str, Any]:
+def enrich(summary: dict[str, Any], records: list[CellRecord], run_dir: Path,
+           show_leaks: bool = False) -> dict[str, Any]:
+    """Add the evidence keys (module doc) to ``summary``; without ``show_leaks`` every raw leaked
+    value and planted canary is masked throughout the summary and the raw-only keys (an item's
+    ``value``, an evidence row's ``snippet``) are dropped."""
     leaks = leaked_items(records)
     annotate_levels(summary.get("levels", []), records)
-    summary.update(leaks=leaks, evidence=evidence(run_dir, leaks), sample_warnings=sample_warnings(records),
-                   guarantee_warnings=guarantee_warnings(summary.get("guarantees", [])),
-                   empty_states=empty_states(summary, records))
+    canaries = canary_list(records, run_dir)
+    totals = {d: {"recovered": sum(c["recovered"] for c in rows), "planted": len(rows)} for d, rows in canaries.items()}
+    headline = leak_headline(records, leaks)
+    listed = {row["defense"] for row in headline if row["metric"] == "canary_recovery"}
+    cells = {row["defense"]: row["cells"] for row in headline}
+    for defense in sorted(set(totals) - listed):  # canaries planted, none recovered: a row saying 0 of N
+        n = cells.get(defense, len({r.cell_id for r in records if r.spec.defense == defense and r.status in MEASURED
+                                     and "canary_recovery" in r.metrics}))
+        headline.append({"defense": defense, "metric": "canary_recovery", "type": "CANARY", "distinct": 0,
+                         "of": None, "cells": n, "text": ""})
+    headline.sort(key=lambda row: (row["defense"], row["metric"], row["type"]))
+    for row in headline:  # a canary headline is out of the distinct canaries planted in the defense's cells
+        if row["metric"] == "canary_recovery" and row["defense"] in totals:
+            row["of"] = totals[row["defense"]]["planted"]
+            row["text"] = (f"{row['distinct']} of {row['of']} distinct canaries recovered over {row['cells']} "
+                           "measured cells")
+    summary.update(leaks=leaks, leak_headline=headline, leak_state=leak_state(records, leaks),
+                   canary_list=canaries, canary_totals=totals,
+                   evidence=evidence(run_dir, leaks), sample_warnings=sample_warnings(records),
+                   guarantee_warnings=guarantee_warnings(summary.get("guarantees", [])))
+    summary["empty_states"] = empty_states(summary, records)
+    if not show_leaks:
+        for rows in [*summary["leaks"].values(), *summary["canary_list"].values()]:
+            for row in rows:
+                row.pop("value", None)
+        for row in summary["evidence"]:
+            row.pop("snippet", None)
+        summary.update(redact_tree(summary, secrets_of(records, run_dir)))
+    summary["redacted"] = not show_leaks
     return summary

@@ -82,6 +82,15 @@ def table_two(agg: dict[str, Any], mi_agg: dict[str, Any], audit_cells: list[dic
     return rows
 
 
+def canary_variant(r: CellRecord) -> str:
+    """The canaries' kind: the attack's ``variant`` where it planted them itself; a planted copy's
+    manifest (a ``manifest`` parameter, or an endpoint's view file) mixes e-mail addresses and
+    names, so its cells are ``manifest``, never the variant parameter's default."""
+    if r.spec.attack_params.get("manifest") or r.spec.view:
+        return "manifest"
+    return str(r.spec.attack_params.get("variant", "email"))
+
+
 def _canary_runs(records: list[CellRecord]) -> dict[tuple[str, str, float | None], dict[int, dict[str, Any]]]:
     """(defense, variant, applied epsilon) -> seed -> the first measured canary cell's reading
     (later cells of the same key and seed are copies: an epsilon the defense does not take)."""
@@ -90,7 +99,7 @@ def _canary_runs(records: list[CellRecord]) -> dict[tuple[str, str, float | None
         m = r.metrics.get(CANARY)
         if r.status not in MEASURED or m is None or m.value is None:
             continue
-        key = (r.spec.defense, str(r.spec.attack_params.get("variant", "email")), r.spec.applied_epsilon)
+        key = (r.spec.defense, canary_variant(r), r.spec.applied_epsilon)
         out[key].setdefault(r.spec.seed, {"recovered": int(m.details.get("recovered", 0)), "total": m.n,
                                           "hits": m.details.get("hits"), "ci": list(m.interval or [])})
     return out

@@ -29,7 +29,7 @@ def _p(p: Any) -> str:
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class='wrap'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _nel_cell(cell: dict[str, Any] | None) -> str:
@@ -52,10 +52,10 @@ def _mi_cell(cell: dict[str, Any] | None) -> str:
 
 
 def paper_html(paper: dict[str, Any] | None) -> str:
-    """The paper's tables; empty when the run has none of their readings."""
+    """The paper's tables, collapsed under their heading; empty when the run has none of their readings."""
     if not paper or not (paper["table_two"] or paper["table_three"]):
         return ""
-    out = ["<h2 id='paper'>Mind the Hook: Table II, Table III and findings</h2>",
+    out = ["<details><summary><h2 id='paper'>Mind the Hook: Table II, Table III and findings</h2></summary>",
            "<p class='sub'>Intervals: cells are the resampling unit, deterministic copies collapsed, 2,000 bootstrap "
            "resamples, 95%. NEL columns: the baseline as a per-run mean, every other defense as a signed paired "
            "change against it (✓: an active hook reaches the output channel NEL reads; ✗: it does not).</p>"]
@@ -85,4 +85,5 @@ def paper_html(paper: dict[str, Any] | None) -> str:
             scorer = "" if not overlap else f" <i>Scorer check: {_e(overlap['note'])}.</i>"
             out.append(f"<li><b>{_e(f['defense'])}</b>: {_e(text)}{scorer}</li>")
         out.append("</ul>")
+    out.append("</details>")
     return "".join(out)

@@ -26,38 +26,111 @@ def _svg(fig) -> str:
     return text[text.index("<svg"):]
 
 
-def leakage_bars(levels: list[dict[str, Any]], metric: str) -> str | None:
-    """One metric's mean per defense. Error bars only where there is an interval (no zero-width
-    caps posing as precision); each bar says its n (and "of N" where it counts out of N); a bar
-    resting on fewer units than the minimum sample is hatched and marked."""
-    from ragleak.metrics import metric_info, metric_title
+#: the significance colours of the forest plot and the verdict table (html.py's CSS uses the same)
+FELL, ROSE, WITHIN = "#2e7d32", "#c62828", "#8a8f98"
 
-    rows = [r for r in levels if r["metric"] == metric]
+
+def _grid(n: int, ncols: int, row_height: float, width: float = 11.0):
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 0.55 + row_height * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def _short(title: str) -> str:
+    return title if len(title) <= 30 else title[:29] + "…"
+
+
+def forest(rows: list[dict[str, Any]], titles: dict[str, str], leakier: dict[str, bool]) -> str | None:
+    """Small multiples, one panel per metric: each defense's paired change against the baseline
+    with its 95% interval; green where the interval lies wholly on the less-leaky side of 0, red on
+    the leakier side, grey where it covers 0, a hollow marker with no bar where there is no interval
+    (one distinct pair). ``rows``: delta rows (defense, metric, delta, low, high)."""
+    from ragleak.report.verdict import movement
+
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 2.9))
-    names = [r["defense"] for r in rows]
-    est = [r["estimate"] for r in rows]
-    bars = ax.bar(names, est, color=["#c9a227" if r.get("small_sample") else "#4c72b0" for r in rows])
-    for bar, r in zip(bars, rows):
-        if r.get("small_sample"):
-            bar.set_hatch("//")
-        if r["low"] is not None and r["high"] is not None and r["high"] > r["low"]:  # no zero-width caps
-            ax.errorbar(bar.get_x() + bar.get_width() / 2, r["estimate"],
-                        yerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]], color="black", capsize=4)
-        n = r.get("n_min")
-        label = (f"{r['estimate']:.3g}" + (f" {r['of']}" if r.get("of") is not None else "")
-                 + ("" if n is None else f"\nn={n}") + (" (small)" if r.get("small_sample") else ""))
-        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=6)
-    info = metric_info(metric)  # levels hold registered metrics only
-    title = metric_title(metric)
-    direction = "higher = more leakage" if info["higher_is_leakier"] else "lower = more leakage"
-    ax.set_ylabel(info["unit"], fontsize=7)
-    ax.set_title(f"{title} per defense ({direction}); mean over cells, 95% interval where there is one; "
-                 "hatched: below the minimum sample", fontsize=7)
-    ax.margins(y=0.25)
-    ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+    metrics = sorted({r["metric"] for r in rows}, key=lambda m: (titles.get(m, m).lower(), m))
+    defenses = sorted({r["defense"] for r in rows}, reverse=True)  # alphabetical from the top
+    fig, axes = _grid(len(metrics), 4, 0.32 * len(defenses) + 0.55)
+    colour = {"fell": FELL, "rose": ROSE, "within": WITHIN, "no interval": WITHIN}
+    for ax, metric in zip(axes, metrics):
+        ax.axvline(0, color="#444", lw=0.8)
+        for r in (r for r in rows if r["metric"] == metric):
+            y = defenses.index(r["defense"])
+            moved = movement(r, leakier.get(metric, True))
+            if moved == "no interval":
+                ax.plot(r["delta"], y, "o", mfc="white", mec=WITHIN, ms=5)
+                continue
+            ax.errorbar(r["delta"], y, xerr=[[r["delta"] - r["low"]], [r["high"] - r["delta"]]], fmt="o",
+                        color=colour[moved], ms=4, capsize=2, lw=1.2)
+        ax.set_yticks(range(len(defenses)), defenses, fontsize=7)
+        ax.set_ylim(-0.6, len(defenses) - 0.4)
+        ax.tick_params(axis="x", labelsize=6.5)
+        arrow = "" if leakier.get(metric, True) else " (lower = leakier)"
+        ax.set_title(_short(titles.get(metric, metric)) + arrow, fontsize=8)
+        if not ax.get_subplotspec().is_first_col():
+            ax.tick_params(labelleft=False)
+    fig.suptitle("change against the undefended baseline (defense minus none, paired cells), 95% interval; "
+                 "green: fell, red: rose, grey: interval covers 0, hollow: no interval", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     return _svg(fig)
+
+
+def level_panels(levels: list[dict[str, Any]], titles: dict[str, str]) -> str | None:
+    """Small multiples, one panel per metric: each defense's mean with its 95% interval where there
+    is one; amber where the reading rests on fewer units than its minimum sample."""
+    if not levels:
+        return None
+    metrics = sorted({r["metric"] for r in levels}, key=lambda m: (titles.get(m, m).lower(), m))
+    defenses = sorted({r["defense"] for r in levels}, reverse=True)
+    fig, axes = _grid(len(metrics), 4, 0.3 * len(defenses) + 0.55)
+    for ax, metric in zip(axes, metrics):
+        for r in (r for r in levels if r["metric"] == metric):
+            y = defenses.index(r["defense"])
+            c = "#c9a227" if r.get("small_sample") else "#4c72b0"
+            ax.barh(y, r["estimate"], color=c, height=0.6)
+            if r.get("low") is not None and r.get("high") is not None and r["high"] > r["low"]:
+                ax.errorbar(r["estimate"], y, xerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]],
+                            color="black", capsize=2, lw=0.9)
+        ax.set_yticks(range(len(defenses)), defenses, fontsize=7)
+        ax.set_ylim(-0.6, len(defenses) - 0.4)
+        ax.tick_params(axis="x", labelsize=6.5)
+        ax.set_title(_short(titles.get(metric, metric)), fontsize=8)
+        if not ax.get_subplotspec().is_first_col():
+            ax.tick_params(labelleft=False)
+    fig.suptitle("mean per defense over its cells, 95% interval where there is one; amber: below the minimum "
+                 "sample", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    return _svg(fig)
+
+
+def figures(summary: dict[str, Any], run_dir: Path, records) -> dict[str, str | None]:
+    """Every figure report.html shows, by the key html.render reads it under."""
+    from ragleak.report.verdict import delta_rows, is_leakage, without_duplicates
+
+    info = summary.get("metrics") or {}
+    titles = {k: v.get("title", k) for k, v in info.items()}
+    leakier = {k: bool(v.get("higher_is_leakier", True)) for k, v in info.items()}
+    levels = without_duplicates([r for r in summary.get("levels") or [] if is_leakage(summary, r["metric"])],
+                                ("estimate", "low", "high"))
+    return {"forest": forest([r for r in delta_rows(summary) if is_leakage(summary, r["metric"])], titles, leakier),
+            "levels": level_panels(levels, titles),
+            "roc": roc_curves(run_dir, records),
+            "eps": epsilon_curves(summary.get("guarantees") or []),
+            "utility": utility_plot(summary.get("utility_curves") or []),
+            "frontier": _frontier(summary.get("utility"))}
+
+
+def _frontier(utility: Any) -> str | None:
+    """The privacy-utility frontier (``report.utility.frontier_figure``) where the run measured utility."""
+    if not isinstance(utility, dict) or not utility.get("rows"):
+        return None
+    from ragleak.report.utility import frontier_figure
+
+    return frontier_figure(utility["rows"], utility.get("leakage_title"))
 
 
 def epsilon_curves(guarantees: list[dict[str, Any]]) -> str | None:

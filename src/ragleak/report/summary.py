@@ -22,10 +22,10 @@ from ragleak.accounting.card import CARD_QUERIES
 from ragleak.errors import ConfigError
 from ragleak.grid.store import MEASURED, CellRecord
 from ragleak.metrics import METRICS, metric_channels, metric_info, split_key
-from ragleak.report.cells import BASELINE, condition_key, corrupt_records, load_run
+from ragleak.report.cells import BASELINE, condition_key, corrupt_records, incomplete_cells, load_run, planned_cells
 from ragleak.report.privacy_checks import privacy_checks
 from ragleak.report.paper import MI_CORPUS, paper_tables
-from ragleak.report.utility import utility_curves
+from ragleak.report.utility import utility_curves, utility_frontier
 
 log = logging.getLogger(__name__)
 
@@ -232,9 +232,21 @@ def canary_results(records: list[CellRecord]) -> list[dict[str, Any]]:
     return rows
 
 
-def _cell_row(r: CellRecord) -> dict[str, Any]:
-    return {"cell_id": r.cell_id, "label": r.spec.label, "status": r.status,
-            "counts": None if r.counts is None else r.counts.model_dump()}
+def _cell_row(r: CellRecord, reasons: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A cell's row; a cell with no readings (failed, error) also carries its ``failure`` and ``reason``."""
+    row = {"cell_id": r.cell_id, "label": r.spec.label, "status": r.status,
+           "counts": None if r.counts is None else r.counts.model_dump()}
+    if reasons is not None and r.cell_id in reasons:
+        row.update(failure=reasons[r.cell_id]["failure"], reason=reasons[r.cell_id]["reason"])
+    return row
+
+
+def _readings(r: CellRecord) -> dict[str, Any]:
+    """A cells_table row's readings: a cell that measured nothing (failed, error) has none, so no
+    reading of it (a 0.0 from the few queries it got) can pass for a measurement."""
+    if r.status not in MEASURED:
+        return {"metrics": {}, "metric_n": {}}
+    return {"metrics": {k: m.value for k, m in r.metrics.items()}, "metric_n": {k: m.n for k, m in r.metrics.items()}}
 
 
 def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
@@ -247,21 +259,32 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
     statuses = {s: sum(r.status == s for r in records) for s in ("ok", "partial", "failed", "error")}
     counted = [r.counts for r in records if r.counts is not None]
     audit = audit_tables(records, agg["deltas"])
+    incomplete = incomplete_cells(run_dir, records)
+    reasons = {c["cell_id"]: c for c in incomplete}
+    planned = len(planned_cells(run_dir))
     return {
         "schema_version": 3,
         "run": str(run_dir),
         "cells": len(records),
         "ok": statuses["ok"],
-        "status_counts": statuses,
+        "status_counts": {**statuses, "missing": sum(c["status"] == "missing" for c in incomplete),
+                          "corrupt": sum(c["status"] == "corrupt" for c in incomplete)},
+        # the evidence against the plan: every planned cell with no readings, with its reason; any
+        # one fails every gate (report.gates)
+        "plan": {"planned": planned, "measured": planned - len(incomplete), "incomplete": len(incomplete),
+                 "complete": not incomplete},
+        "incomplete": incomplete,
         "queries": {"queries": sum(c.queries for c in counted), "answered": sum(c.answered for c in counted),
                     "refused": sum(c.refused for c in counted), "failed": sum(c.errors for c in counted)},
         "partial": [_cell_row(r) for r in records if r.status == "partial"],
-        "failed": [_cell_row(r) for r in records if r.status == "failed"],
+        "failed": [_cell_row(r, reasons) for r in records if r.status == "failed"],
         # cells whose attack stopped before its budget (IKEA runs out of new questions): their
         # readings rest on the queries sent, not on the budget the grid names
         "ended_early": [_cell_row(r) for r in records if r.status in MEASURED and r.counts is not None
                         and r.counts.budget is not None and r.counts.queries < r.counts.budget],
-        "errors": [{"cell_id": r.cell_id, "label": r.spec.label, "error": r.error} for r in records if r.status == "error"],
+        "errors": [{"cell_id": r.cell_id, "label": r.spec.label, "error": r.error,
+                    **{k: reasons[r.cell_id][k] for k in ("failure", "reason") if r.cell_id in reasons}}
+                   for r in records if r.status == "error"],
         "model_calls": calls,
         "cache_hits": hits,
         "cache_hit_rate": round(hits / (calls + hits), 4) if calls + hits else 0.0,
@@ -280,12 +303,12 @@ def summarize(run_dir: Path, seed: int = 0) -> dict[str, Any]:
         "guarantees": guarantee_curves(records),
         "privacy_checks": privacy_checks(run_dir, records),
         "utility_curves": utility_curves(run_dir, records),
+        # the benign-question probe per defense and epsilon beside a leakage reading (None: no probe ran)
+        "utility": utility_frontier(run_dir, records, seed=seed),
         "metrics": {key: metric_info(key) for key in sorted({k for r in measured for k in r.metrics if _registered(k)})},
         "attribution": attribution_results(records),
         "canaries": canary_results(records),
-        "cells_table": [{**_cell_row(r),
-                         "metrics": {k: m.value for k, m in r.metrics.items()},
-                         "metric_n": {k: m.n for k, m in r.metrics.items()},
+        "cells_table": [{**_cell_row(r, reasons), **_readings(r),
                          "model_calls": r.usage.model_calls, "cache_hits": r.usage.cache_hits,
                          "cache_waited": r.usage.cache_waited,
                          "seconds": r.timings.get("total_s")} for r in records],

@@ -1,0 +1,175 @@
+"""The question-based membership attacks (mi-entailment, mi-interrogation, mi-dcmi): their text tools,
+their scorers' logic on scripted targets, their budgets and failed probes. The attacker LLM is
+scripted here (it is not what these tests prove); the NLI model and WordNet are the real ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragleak.attacks import make_attack
+from ragleak.attacks.base import CorpusView
+from ragleak.attacks.mi_entailment import anchors, fallback_questions, usable_questions
+from ragleak.attacks.mi_interrogation import interrogation_questions
+from ragleak.attacks.mi_text import WORDNET_ROOT, Antonyms, interrogation_score, perturb, sentences, yes_no_label
+from ragleak.pipeline.target import CallableTarget
+from ragleak.records import Document
+from ragleak.testing import tiny_stack
+
+MEMBER = Document(id="m", text=(
+    "The Harwick clinic opened a new cardiology ward in 2019. Its head nurse, Alma Brecht, trained forty staff "
+    "in rapid triage. Patients waited eleven minutes on average after the change. The ward is small but busy."))
+OTHER = Document(id="n", text=(
+    "The Ostrava depot stores winter road salt for three districts. Its manager, Petr Kolar, orders deliveries "
+    "each October. A full depot holds nine thousand tonnes. The old roof is weak and leaky."))
+
+
+needs_wordnet = pytest.mark.skipif(not (WORDNET_ROOT / "data.adj").is_file(),
+                                   reason="Debian's wordnet-base is not installed")
+
+
+@pytest.fixture(scope="module")
+def antonyms() -> Antonyms:
+    return Antonyms.load()
+
+
+def test_yes_no_label_and_interrogation_score():
+    assert [yes_no_label(a) for a in ("Yes, it is.", "no.", "I don't know", "Nobody knows")] == \
+        ["yes", "no", "unknown", "unknown"]
+    # a truth that is unknown never matches, even an unknown answer; unknown answers cost lam each
+    assert interrogation_score(["Yes", "No", "Unclear"], ["yes indeed", "Yes", "unclear"], lam=0) == pytest.approx(1 / 3)
+    assert interrogation_score(["Yes", "No"], ["Yes", "maybe"], lam=5) == pytest.approx((1 - 5) / 2)
+    with pytest.raises(ValueError):
+        interrogation_score(["Yes"], [])
+
+
+@needs_wordnet
+def test_wordnet_antonyms_and_perturbation(antonyms):
+    assert antonyms.get("small") == "large" and antonyms.get("Weak") == "strong"
+    changed = perturb("The ward is small but busy.", antonyms, share=1.0)
+    assert changed.kind == "antonym" and set(changed.changed) == {"small", "busy"}
+    assert changed.text == "The ward is large but idle."
+    assert perturb("Visit 12 of them.", Antonyms({"x": "y"})).text == "Visit 13 of them."
+    assert perturb("It is there.", Antonyms({"x": "y"})).text == "It is not there."
+    assert perturb("Hello there.", Antonyms({"x": "y"})).kind == "none"
+    # seeded: the same seed picks the same words
+    long = "The good dog is fast and the bad cat is slow and the high wall is weak."
+    assert perturb(long, antonyms, 0.2, seed=3) == perturb(long, antonyms, 0.2, seed=3)
+
+
+def test_questions_writer_filter_and_fallback():
+    written = ("1. When did the Harwick clinic open its cardiology ward?\n2. What is the weather?\n"
+               "3. When did the Harwick clinic open its cardiology ward?\n4. Not a question about Harwick\n"
+               "5. Who trained forty staff in rapid triage?\n6. What did Alma Brecht train the staff in?")
+    # a question naming none of the document's specific words (names, numbers) is too generic to use
+    assert usable_questions(written, MEMBER.text, 5) == ["When did the Harwick clinic open its cardiology ward?",
+                                                          "What did Alma Brecht train the staff in?"]
+    assert anchors(MEMBER.text) >= {"harwick", "2019", "alma", "brecht"} and "staff" not in anchors(MEMBER.text)
+    fallback = fallback_questions(MEMBER.text, 3)
+    assert fallback == ["What does the record say about The Harwick clinic opened a new cardiology ward?",
+                        "What does the record say about Patients waited eleven minutes on average?",
+                        "What does the record say about The ward is small but busy?"]
+    assert len(sentences(MEMBER.text)) == 4
+
+
+def _kb_target(kb: list[Document], refusal: str = "I don't know; the context does not mention that."):
+    """Answers with the sentence of a KB document that shares most words with the query, else refuses."""
+    def answer(query: str) -> str:
+        words = {w.strip("?.,\"").lower() for w in query.split() if len(w) > 3}
+        best, hits = None, 0
+        for doc in kb:
+            for s in sentences(doc.text):
+                n = len(words & {w.strip(".,").lower() for w in s.split()})
+                if n > hits:
+                    best, hits = s, n
+        return best if hits >= 2 else refusal
+    return answer
+
+
+@pytest.mark.model
+def test_entailment_attack_scores_members_above_nonmembers_and_uses_the_fallback():
+    # the writer's output is unusable for every candidate: all questions come from the fallback
+    stack = tiny_stack(attacker="Sure! Here are some questions.")
+    view = CorpusView(documents=[MEMBER, OTHER], member_ids=["m"])
+    attack = make_attack("mi-entailment", n_questions=2)
+    t = attack.run(CallableTarget(_kb_target([MEMBER])), stack.context(0), corpus_view=view)
+    assert t.budget == 4 and len(t.queries) == 4 and attack.adaptive is False
+    scores = {m.doc_id: m.scores["menta"] for m in t.membership}
+    assert scores["n"] == pytest.approx(-1.0)  # every answer a refusal: nothing entailed, all don't-know
+    assert scores["m"] > scores["n"]
+    assert t.state["fallback_questions"] == 4 and t.state["attacker_calls"] == 2
+    assert {m.doc_id: m.member for m in t.membership} == {"m": True, "n": False}
+
+
+@pytest.mark.model
+def test_entailment_attack_leaves_failed_questions_out_and_stops_at_the_budget():
+    stack = tiny_stack(attacker="1. When did the Harwick clinic open its cardiology ward?\n"
+                                "2. What does the Ostrava depot store?")
+    calls = []
+
+    def flaky(query: str) -> str:
+        calls.append(query)
+        if len(calls) == 1:
+            raise TimeoutError("slow")
+        return "I don't know."
+
+    t = make_attack("mi-entailment", n_questions=2).run(
+        CallableTarget(flaky), stack.context(0), budget=3, corpus_view=CorpusView(documents=[MEMBER, OTHER]))
+    assert t.errors == 1 and len(t.queries) == 3
+    assert [m.doc_id for m in t.membership] == ["m", "n"]
+    assert t.membership[0].scores["menta"] == pytest.approx(-1.0)  # its one answered question
+    assert t.state["failed"] == [{"doc_id": "m", "query": 0}]
+
+
+@needs_wordnet
+def test_interrogation_attack_reads_truths_from_the_document(antonyms):
+    qs = interrogation_questions(MEMBER, 4, antonyms, perturb_share=0.5, seed=0)
+    assert len(qs) == 4 and sorted(t for _, t in qs) == ["No", "No", "Yes", "Yes"]
+    member_text = {s for s in sentences(MEMBER.text)}
+
+    def oracle(query: str) -> str:  # knows the member: Yes to its sentences, No to changed ones
+        statement = query.split('"')[1]
+        if any(w in statement for w in ("Harwick", "Brecht", "ward", "Patients")):
+            return "Yes." if statement in member_text else "No."
+        return "I don't know."
+
+    view = CorpusView(documents=[MEMBER, OTHER], member_ids=["m"])
+    t = make_attack("mi-interrogation", n_questions=4).run(CallableTarget(oracle), tiny_stack().context(0),
+                                                           corpus_view=view)
+    scores = {m.doc_id: m.scores["ia"] for m in t.membership}
+    assert scores == {"m": pytest.approx(1.0), "n": pytest.approx(-5.0)}
+    assert len(t.queries) == 8
+
+
+@needs_wordnet
+def test_dcmi_scores_yes_to_the_original_minus_yes_to_the_perturbed_copy():
+    def believes_kb(query: str) -> str:
+        return "Yes." if MEMBER.text in query else ("No." if "Harwick" in query else "Yes, that is right.")
+
+    view = CorpusView(documents=[MEMBER, OTHER], member_ids=["m"])
+    t = make_attack("mi-dcmi").run(CallableTarget(believes_kb), tiny_stack().context(0), corpus_view=view)
+    assert {m.doc_id: m.scores["dcmi"] for m in t.membership} == {"m": 1.0, "n": 0.0}
+    assert len(t.queries) == 4 and t.budget == 4
+    # a failed perturbed probe leaves that candidate unscored, never scored 0
+    calls = []
+
+    def fail_second(query: str) -> str:
+        calls.append(query)
+        if len(calls) == 2:
+            raise TimeoutError("slow")
+        return "Yes."
+
+    t2 = make_attack("mi-dcmi").run(CallableTarget(fail_second), tiny_stack().context(0), corpus_view=view)
+    assert t2.membership[0].scores == {} and t2.membership[1].scores == {"dcmi": 0.0}
+
+
+def test_missing_wordnet_is_a_clear_error(tmp_path):
+    from ragleak.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="wordnet-base"):
+        Antonyms.load(tmp_path)
+
+
+@needs_wordnet
+def test_short_particles_are_not_perturbed(antonyms):
+    assert antonyms.get("on") == "off"
+    assert perturb("The address on file is 12 Main Road.", antonyms).kind == "number"
