@@ -6,17 +6,19 @@ instruction axis swaps the command for another wording of the same request, e.g.
 retrieved text that asks for it back unchanged (LeakDojo, Findings ACL 2026), keeping the
 information half. Sets ship as package data under ``ragleak/data/attacks/instructions/``
 (``NAME.vVERSION.json``: ``name``, ``version``, ``description``, ``instructions``: label -> text),
-so a result names exactly which wording produced it.
+so a result names exactly which wording produced it. ``InstructionParams`` is the parameter set
+every extraction attack that takes an instruction shares (``ps``, ``pm``, ``canary``, ``pide``,
+``pirates``).
 """
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from importlib import resources
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from ragleak.attacks.base import AttackParams
+from ragleak.attacks.pools import load_packaged
 from ragleak.errors import ConfigError
 from ragleak.records import Record
 
@@ -28,21 +30,10 @@ class InstructionSet(Record):
     instructions: dict[str, str] = Field(min_length=1)
 
 
-def _folder():
-    return resources.files("ragleak").joinpath("data", "attacks", "instructions")
-
-
 @lru_cache(maxsize=None)
 def load_instructions(name: str = "extraction", version: str = "1") -> InstructionSet:
     """The packaged instruction set ``name`` at ``version``; ``ConfigError`` if there is none."""
-    entry = _folder().joinpath(f"{name}.v{version}.json")
-    if not entry.is_file():
-        known = sorted(e.name.removesuffix(".json") for e in _folder().iterdir() if e.name.endswith(".json"))
-        raise ConfigError(f"no instruction set {name!r} version {version!r}; packaged: {', '.join(known)}")
-    found = InstructionSet.model_validate(json.loads(entry.read_text(encoding="utf-8")))
-    if (found.name, found.version) != (name, version):
-        raise ConfigError(f"instruction file {entry.name} declares {found.name}@{found.version}")
-    return found
+    return load_packaged("instructions", name, version, InstructionSet, "instruction set")
 
 
 def with_instruction(query: str, command: str) -> str:
@@ -51,3 +42,28 @@ def with_instruction(query: str, command: str) -> str:
     if not sep:
         raise ConfigError(f"pool query {query[:60]!r} has no ', ' before its command; it is not a composite prompt")
     return f"{information}, {command}"
+
+
+class InstructionParams(AttackParams):
+    """An extraction attack's instruction: None keeps the attack's own command (its pool's, PIDE's,
+    Pirates' copy commands); a label of the packaged set sends that command instead."""
+
+    instruction: str | None = Field(default=None, description="None: the attack's own command; a label of the "
+                                    "instruction set sends that command instead (attacks/instructions.py)")
+    instructions: str = "extraction"
+    instructions_version: str = "1"
+
+    @model_validator(mode="after")
+    def _known_instruction(self) -> "InstructionParams":
+        # an unknown instruction is a bad parameter: found when a grid is planned, not in every cell
+        if self.instruction is not None:
+            known = load_instructions(self.instructions, self.instructions_version).instructions
+            if self.instruction not in known:
+                raise ValueError(f"unknown instruction {self.instruction!r}; known: {', '.join(known)}")
+        return self
+
+    def command(self) -> str | None:
+        """The chosen instruction's text (None: the attack's own)."""
+        if self.instruction is None:
+            return None
+        return load_instructions(self.instructions, self.instructions_version).instructions[self.instruction]

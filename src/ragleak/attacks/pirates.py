@@ -56,8 +56,8 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ragleak.attacks.attacker import LLMAttackMixin
-from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
-from ragleak.attacks.instructions import load_instructions
+from ragleak.attacks.base import Attack, AttackResult, CorpusView, QuerySession
+from ragleak.attacks.instructions import InstructionParams
 from ragleak.attacks.parsing import split_chunks
 from ragleak.context import RunContext
 from ragleak.rag.embedder import RememberingEncoder
@@ -159,7 +159,7 @@ def duplicate_penalty(duplicates: np.ndarray, anchors: np.ndarray, n_chunks: int
     return share.sum(axis=0) / n_chunks
 
 
-class PiratesParams(AttackParams):
+class PiratesParams(InstructionParams):
     initial_anchors: tuple[str, ...] = Field(default=("love",), min_length=1, description="the anchors the loop "
                                              "starts from (the paper: one common word)")
     beta: float = Field(default=1.0, gt=0.0, description="initial relevance of the initial anchors")
@@ -179,10 +179,6 @@ class PiratesParams(AttackParams):
     llm_max_tokens: int = Field(default=80, ge=8, description="attacker-LLM tokens per call")
     commands: tuple[str, ...] = Field(default=COMMANDS, min_length=1, description="copy commands, tried in turn "
                                       "until an answer holds a chunk (the paper's C1-C4)")
-    instruction: str | None = Field(default=None, description="a label of the instruction set: sent instead of "
-                                    "the commands (attacks/instructions.py)")
-    instructions: str = "extraction"
-    instructions_version: str = "1"
     min_chunk_chars: int = Field(default=40, ge=1)
 
     @model_validator(mode="after")
@@ -192,16 +188,11 @@ class PiratesParams(AttackParams):
         if self.beta <= self.dead_below:
             raise ValueError(f"beta ({self.beta}) must exceed dead_below ({self.dead_below}): every anchor "
                              "would start dead")
-        if self.instruction is not None:
-            known = load_instructions(self.instructions, self.instructions_version).instructions
-            if self.instruction not in known:
-                raise ValueError(f"unknown instruction {self.instruction!r}; known: {', '.join(known)}")
         return self
 
     def command_list(self) -> tuple[str, ...]:
-        if self.instruction is None:
-            return self.commands
-        return (load_instructions(self.instructions, self.instructions_version).instructions[self.instruction],)
+        command = self.command()  # an instruction of the set replaces the four copy commands
+        return self.commands if command is None else (command,)
 
 
 class Pirates(LLMAttackMixin, Attack):

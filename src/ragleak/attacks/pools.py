@@ -12,10 +12,14 @@ import json
 from functools import lru_cache
 from importlib import resources
 
+from typing import TypeVar
+
 from pydantic import Field
 
 from ragleak.errors import ConfigError
 from ragleak.records import Record
+
+R = TypeVar("R", bound=Record)
 
 
 class QueryPool(Record):
@@ -28,6 +32,21 @@ class QueryPool(Record):
 
 def _pool_dir():
     return resources.files("ragleak").joinpath("data", "attacks")
+
+
+def load_packaged(folder: str | None, name: str, version: str, model: type[R], what: str) -> R:
+    """The packaged file ``ragleak/data/attacks[/folder]/NAME.vVERSION.json`` read as ``model``
+    (a record with ``name`` and ``version``, which must be the ones asked for); ``ConfigError``
+    naming ``what`` (e.g. "query pool") and what is packaged if there is none."""
+    where = _pool_dir() if folder is None else _pool_dir().joinpath(folder)
+    entry = where.joinpath(f"{name}.v{version}.json")
+    if not entry.is_file():
+        known = sorted(e.name.removesuffix(".json") for e in where.iterdir() if e.name.endswith(".json"))
+        raise ConfigError(f"no {what} {name!r} version {version!r}; packaged: {', '.join(known)}")
+    found = model.model_validate(json.loads(entry.read_text(encoding="utf-8")))
+    if (found.name, found.version) != (name, version):  # type: ignore[attr-defined]
+        raise ConfigError(f"{what} file {entry.name} declares {found.name}@{found.version}")  # type: ignore[attr-defined]
+    return found
 
 
 def pool_names() -> list[str]:
@@ -44,10 +63,6 @@ def pool_names() -> list[str]:
 @lru_cache(maxsize=None)
 def load_pool(name: str, version: str = "1") -> QueryPool:
     """The packaged pool ``name`` at ``version``; ``ConfigError`` if there is none."""
-    entry = _pool_dir().joinpath(f"{name}.v{version}.json")
-    if not entry.is_file():
+    if not _pool_dir().joinpath(f"{name}.v{version}.json").is_file():
         raise ConfigError(f"no query pool {name!r} version {version!r}; packaged: {', '.join(pool_names())}")
-    pool = QueryPool.model_validate(json.loads(entry.read_text(encoding="utf-8")))
-    if (pool.name, pool.version) != (name, version):
-        raise ConfigError(f"pool file {entry.name} declares {pool.name}@{pool.version}")
-    return pool
+    return load_packaged(None, name, version, QueryPool, "pool")

@@ -27,45 +27,35 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from ragleak.attacks.base import Attack, AttackParams, AttackResult, CorpusView, QuerySession
-from ragleak.attacks.instructions import load_instructions, with_instruction
+from ragleak.attacks.base import Attack, AttackResult, CorpusView, QuerySession
+from ragleak.attacks.instructions import InstructionParams, with_instruction
 from ragleak.attacks.parsing import pii_items, split_chunks
 from ragleak.attacks.pools import load_pool
 from ragleak.context import RunContext
 
 
-class PromptExtractionParams(AttackParams):
+class PromptExtractionParams(InstructionParams):
     pool: str = "shared-extraction"
     pool_version: str = "1"
     turns: int = Field(default=1, ge=1, le=10, description="1 = PS; more = PM (follow-ups per conversation)")
     followups: str = "followups"
     followups_version: str = "1"
     min_chunk_chars: int = Field(default=40, ge=1)
-    instruction: str | None = Field(default=None, description="the command each pool query ends with: None keeps "
-                                    "the pool's own; a label of the instruction set replaces it (attacks/instructions.py)")
-    instructions: str = "extraction"
-    instructions_version: str = "1"
 
     @model_validator(mode="after")
     def _pools_exist(self) -> "PromptExtractionParams":
-        # an unknown pool or instruction is a bad parameter: found when a grid is planned, not in every cell
+        # an unknown pool is a bad parameter: found when a grid is planned, not in every cell
         pool = load_pool(self.pool, self.pool_version)
         if self.turns > 1:
             load_pool(self.followups, self.followups_version)
-        if self.instruction is not None:
-            known = load_instructions(self.instructions, self.instructions_version).instructions
-            if self.instruction not in known:
-                raise ValueError(f"unknown instruction {self.instruction!r}; known: {', '.join(known)}")
-            with_instruction(pool.items[0], known[self.instruction])
+        if self.command() is not None:
+            with_instruction(pool.items[0], self.command())  # the pool's queries are composite prompts
         return self
 
     def queries(self) -> list[str]:
         """The pool's queries, each ending with the chosen instruction."""
-        items = load_pool(self.pool, self.pool_version).items
-        if self.instruction is None:
-            return list(items)
-        command = load_instructions(self.instructions, self.instructions_version).instructions[self.instruction]
-        return [with_instruction(q, command) for q in items]
+        items, command = load_pool(self.pool, self.pool_version).items, self.command()
+        return list(items) if command is None else [with_instruction(q, command) for q in items]
 
 
 def pool_order(n: int, seed: int) -> list[int]:
