@@ -79,7 +79,10 @@ class IntentFilter(Defense):
         super().__init__(params, **kwargs)
         self._embedder = None
         self._examples: tuple[np.ndarray, np.ndarray] | None = None
-        self._scores: dict[str, float] = {}  # query -> intent score
+        # the last query's score only (its postprocess follows its rewrite_context): a served filter must
+        # not keep every query it ever saw
+        self._last: tuple[str, float] | None = None
+        self._seen = self._refused = 0
 
     def prepare(self, ctx: RunContext) -> None:
         super().prepare(ctx)
@@ -89,15 +92,18 @@ class IntentFilter(Defense):
 
     def intent(self, query: str) -> float:
         """The query's intent score: the largest, over its clauses, of (cosine to the nearest
-        extraction example - cosine to the nearest ordinary request); memoised per query."""
-        if query not in self._scores:
+        extraction example - cosine to the nearest ordinary request)."""
+        if self._last is None or self._last[0] != query:
             extraction, ordinary = self._examples
             vectors = self._embedder.encode(clauses(query))
-            self._scores[query] = float(((vectors @ extraction.T).max(axis=1) - (vectors @ ordinary.T).max(axis=1)).max())
-        return self._scores[query]
+            score = float(((vectors @ extraction.T).max(axis=1) - (vectors @ ordinary.T).max(axis=1)).max())
+            self._last = (query, score)
+        return self._last[1]
 
     def rewrite_context(self, query: str, passages: list[Passage]) -> list[Passage]:
-        if self.intent(query) >= self.params.threshold:
+        refused = self.intent(query) >= self.params.threshold
+        self._seen, self._refused = self._seen + 1, self._refused + refused
+        if refused:
             return []  # refused: no passage reaches the prompt
         return passages
 
@@ -107,8 +113,7 @@ class IntentFilter(Defense):
         return answer
 
     def state(self) -> dict:
-        return {"queries_seen": len(self._scores),
-                "refused": sum(s >= self.params.threshold for s in self._scores.values())}
+        return {"queries_seen": self._seen, "refused": self._refused}
 
     def guarantee(self) -> Guarantee:
         return Guarantee(notes=(
