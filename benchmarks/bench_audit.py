@@ -11,8 +11,9 @@ Two designs are scored on every corpus:
   ``--strict`` reads it).
 
 Corpora: ``redteam`` (86 forms) and ``redteam_holdout`` (21), written for the static audit;
-``redteam_effect_pre`` (written before the audit by effect) and ``redteam_effect_post`` (written
-after it, to attack it). Also: whether every registered defense passes ``--strict`` both ways, and
+``redteam_effect_pre`` (written before the audit by effect), ``redteam_effect_post`` (written
+after it, to attack it) and ``redteam_effect_post2`` (written after the state-across-calls and
+query-form changes were planned, before they were measured on it). Also: whether every registered defense passes ``--strict`` both ways, and
 with ``--stack FILE`` the wall time of ``ragleak audit FILE --probe stack`` (the packaged LLM).
 
     .venv/bin/python benchmarks/bench_audit.py [--out FILE] [--stack FILE]
@@ -72,8 +73,13 @@ def _static_trace(name: str) -> dict:
             continue
         for r in rows:
             r["trace_only"] = "inactive" if r["dynamic"]["releases"] or not r["dynamic"]["changed"] else "active"
+        labelled = [dict(r) for r in rows]
+        for r in rows:  # scored by issue 38's definition, as the audit by effect is
+            if (name, r["cls"], r["hook"]) in EFFECT_DEFINITION:
+                r["expected"] = "inactive"
         out[route] = {"static": _score(rows, "static"), "trace_only": _score(rows, "trace_only"),
-                      "combined": _score(rows, "combined")}
+                      "combined": _score(rows, "combined"),
+                      "combined_as_originally_labelled": _score(labelled, "combined")}
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -165,9 +171,10 @@ def main() -> None:
     report: dict = {
         "note": "timings taken on a 2-core machine shared with other jobs: noisy",
         "host": platform.node(), "probe_build_seconds": round(time.perf_counter() - t0, 1),
+        "probe_inputs": len(probe.inputs),
         "corpora": {},
     }
-    for name in ("redteam", "redteam_holdout", "redteam_effect_pre", "redteam_effect_post"):
+    for name in ("redteam", "redteam_holdout", "redteam_effect_pre", "redteam_effect_post", "redteam_effect_post2"):
         report["corpora"][name] = {"static_and_trace": _static_trace(name), "by_effect": _by_effect(name, probe)}
     report["registered_defenses"] = _registered(probe)
     if args.stack:

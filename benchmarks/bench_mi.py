@@ -1,7 +1,9 @@
 """Cost and reading of each membership attack on a tiny real run, as one JSON file.
 
 Builds the default stack (or ``--config``'s) with generation caching off, so every query and every
-attacker-LLM call is a real generation; indexes the first ``--kb`` documents of ``--corpus`` and
+attacker-LLM call is a real generation (``--cache`` turns it on: a rerun that changes only a scorer,
+``--param mi-entailment.nli=true`` say, then costs no new generation, and only the first run's times
+mean anything); indexes the first ``--kb`` documents of ``--corpus`` and
 tests ``--members`` of them against ``--nonmembers`` documents after them (``membership_split``,
 the same candidates for every attack). Per attack: queries, attacker-LLM calls and wall seconds
 per candidate (split into the target's generation time, from the transcript, and the rest:
@@ -35,6 +37,13 @@ def main() -> None:
     ap.add_argument("--kb", type=int, default=20, help="documents indexed")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=128, help="target answer length")
+    ap.add_argument("--corpus-docs", type=int, default=0,
+                    help="documents loaded (0: kb + nonmembers; repeated texts are dropped before the split)")
+    ap.add_argument("--param", action="append", default=[], metavar="ATTACK.KEY=JSON",
+                    help="an attack parameter, e.g. mi-entailment.nli=true (repeatable)")
+    ap.add_argument("--cache", action="store_true",
+                    help="use the generation cache (a rerun with a new scorer costs no new generation); "
+                         "then time per candidate is only meaningful on the first run")
     ap.add_argument("--config", type=Path, help="a stack config YAML instead of the default stack")
     ap.add_argument("--transcripts", type=Path, help="folder to write each attack's transcript to")
     ap.add_argument("--from", dest="from_dir", type=Path,
@@ -53,16 +62,27 @@ def main() -> None:
     from ragleak.stack import Stack
 
     cfg = load_stack_config(args.config) if args.config else StackConfig(decoding={"max_tokens": args.max_tokens})
-    cfg = cfg.model_copy(update={"use_cache": False})
+    cfg = cfg.model_copy(update={"use_cache": args.cache})
     stack = Stack(cfg)
-    docs = make_corpus(args.corpus, n_docs=args.kb + args.nonmembers).load()
+    docs = make_corpus(args.corpus, n_docs=args.corpus_docs or args.kb + args.nonmembers).load()
+    params: dict[str, dict] = {}
+    for item in args.param:
+        key, _, value = item.partition("=")
+        attack_name, _, field = key.rpartition(".")
+        try:
+            params.setdefault(attack_name, {})[field] = json.loads(value)
+        except json.JSONDecodeError:
+            ap.error(f"--param {item!r}: expected ATTACK.KEY=JSON, e.g. mi-entailment.n_questions=1")
+        if not attack_name or not field:
+            ap.error(f"--param {item!r}: expected ATTACK.KEY=JSON, e.g. mi-entailment.n_questions=1")
     kb, view = membership_split(docs, args.members, args.nonmembers, args.kb, args.seed)
     t0 = time.perf_counter()
     index = None if args.from_dir else stack.index(kb)
     report = {"benchmark": "mi", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "model": cfg.model, "max_tokens": cfg.decoding.max_tokens, "top_k": cfg.top_k,
               "corpus": args.corpus, "kb": args.kb, "members": args.members, "nonmembers": args.nonmembers,
-              "seed": args.seed, "threads": cfg.n_threads or int(os.environ.get("RAGLEAK_THREADS", "0") or 0) or None,
+              "seed": args.seed, "params": params, "cache": args.cache,
+              "threads": cfg.n_threads or int(os.environ.get("RAGLEAK_THREADS", "0") or 0) or None,
               "index_seconds": round(time.perf_counter() - t0, 2),
               "note": "timings on a shared 2-core machine under load (nice -n 10): noisy, an upper bound",
               "from_transcripts": str(args.from_dir) if args.from_dir else None,
@@ -77,7 +97,8 @@ def main() -> None:
             t, cpu = Transcript.from_json(path.read_text(encoding="utf-8")), None
             version = t.attack_version
         else:
-            attack = make_attack(name, n_members=args.members, n_nonmembers=args.nonmembers, kb_size=args.kb)
+            attack = make_attack(name, n_members=args.members, n_nonmembers=args.nonmembers, kb_size=args.kb,
+                                 **params.get(name, {}))
             target = build_target(stack, index)
             c0 = time.process_time()
             t = run_attack(attack, target, stack.context(args.seed), corpus_view=view).transcript

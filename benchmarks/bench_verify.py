@@ -11,9 +11,14 @@ JSON on stdout (and in --out).
   a shared machine the CPU seconds are the one-core cost, the wall seconds include waiting).
 * ``defaults`` (``--defaults all`` or names): registered DP defenses at their defaults, same
   settings.
+* ``--power COPY --seeds N``: the power of the default settings on one copy: its verdict at
+  verify seeds 0..N-1 (``VerifySettings.seed``), with CPU seconds each, the catch rate and its
+  Clopper-Pearson 95% interval; and the false-alarm side, the correct defense the copy is a copy
+  of (its registered parent class), at the same seeds: never broken is what must hold.
 
     .venv/bin/python benchmarks/bench_verify.py [--copies A,B|none] [--defaults all|a,b] [--trials N]
         [--max-seconds S] [--out FILE]
+    .venv/bin/python benchmarks/bench_verify.py --power EightTenthsNoise --seeds 8 [--out FILE]
 """
 
 from __future__ import annotations
@@ -43,7 +48,9 @@ def _run(defense, settings) -> dict:
             "trials_per_world": deciding.trials if deciding else 0,
             "trials_run_per_world_all_scenarios": sum(s.trials for s in report.scenarios),
             "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "max_eps_lb": round(report.max_eps_lb, 3),
-            "broken": report.verdict is Verdict.broken}
+            "broken": report.verdict is Verdict.broken,
+            "scenarios": [f"{s.name}: {s.verdict.value if s.verdict else 'n/a'} at {s.trials} trials, "
+                          f"eps_lb {s.max_eps_lb:.3f}" for s in report.scenarios]}
 
 
 def main() -> None:
@@ -55,6 +62,9 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=None, help="override the default most trials per world")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="override the default wall-clock budget (on a shared machine wall time is not one core's)")
+    ap.add_argument("--power", default=None, help="a class name in broken_copies.py: its catch rate over --seeds")
+    ap.add_argument("--seeds", type=int, default=8, help="verify seeds for --power (0..N-1)")
+    ap.add_argument("--no-baseline", action="store_true", help="--power without the correct defense's runs")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
@@ -69,6 +79,9 @@ def main() -> None:
              ["TruncatedPool", "EveryVoterReadsAll", "HalfNoise", "PassageNoise", "NeverRefuses", "EightTenthsNoise"])
     overrides = {k: v for k, v in (("trials", args.trials), ("max_seconds", args.max_seconds)) if v is not None}
     settings = VerifySettings(**overrides)
+    if args.power:
+        _power(args.power, args.seeds, overrides, not args.no_baseline, args.out)
+        return
     report: dict = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine(),
@@ -94,6 +107,62 @@ def main() -> None:
                 print(f"{name}: {report['defaults'][name]['verdict']}", file=sys.stderr, flush=True)
                 _write(args.out, report)
     _write(args.out, report)
+    print(json.dumps(report, indent=2))
+
+
+def _machine() -> dict:
+    return {"python": platform.python_version(), "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "note": "2 shared cores, other work running: timings are noisy (one process, FAISS 1 thread); "
+                    "cpu_seconds is this process's CPU time, the one-core cost"}
+
+
+def _power(copy: str, seeds: int, overrides: dict, baseline: bool, out: Path | None) -> None:
+    """The copy's verdict at verify seeds 0..seeds-1, and the correct parent defense's."""
+    from dataclasses import asdict
+
+    from ragleak.accounting.bounds import cp_lower, cp_upper
+    from ragleak.defenses.loader import defense_class
+    from ragleak.verify import VerifySettings
+
+    cls = defense_class(f"{COPIES_FILE}:{copy}")
+    parent = next(c for c in cls.__mro__[1:] if getattr(c, "name", None) and c.__module__.startswith("ragleak."))
+    report: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": _machine(),
+                    "command": "benchmarks/bench_verify.py " + " ".join(sys.argv[1:]),
+                    "copy": copy, "copy_doc": (cls.__doc__ or "").strip(), "correct": parent.name,
+                    "settings": json.loads(json.dumps({k: v for k, v in asdict(VerifySettings(**overrides)).items()
+                                                        if k != "seed"})),
+                    "looks": VerifySettings(**overrides).looks(), "runs": {copy: [], parent.name: []}}
+    if out is not None and out.exists():
+        # resume: keep the seeds an earlier run of the same measurement finished
+        earlier = json.loads(out.read_text(encoding="utf-8"))
+        if earlier.get("copy") == copy and earlier.get("settings") == report["settings"]:
+            report["runs"] = earlier["runs"]
+            report["resumed"] = sorted({earlier.get("date", ""), *earlier.get("resumed", [])})
+
+    def summary() -> None:
+        runs = report["runs"][copy]
+        n, k = len(runs), sum(r["broken"] for r in runs)
+        report["catch"] = {"caught": k, "seeds": n, "rate": k / n if n else None,
+                           "clopper_pearson_95": [round(cp_lower(k, n, 0.025), 3), round(cp_upper(k, n, 0.025), 3)]
+                           if n else None,
+                           "max_cpu_seconds": max((r["cpu_seconds"] for r in runs), default=None)}
+        correct = report["runs"][parent.name]
+        report["false_alarm"] = {"broken": sum(r["broken"] for r in correct), "seeds": len(correct),
+                                 "verdicts": [r["verdict"] for r in correct],
+                                 "max_cpu_seconds": max((r["cpu_seconds"] for r in correct), default=None)}
+
+    # every seed of the copy first, then the correct defense's (a run cut short keeps the copy's)
+    for name, defense in ((copy, cls), (parent.name, parent.name))[:2 if baseline else 1]:
+        for seed in range(seeds):
+            if any(r["seed"] == seed for r in report["runs"][name]):
+                continue
+            row = {"seed": seed, **_run(defense, VerifySettings(**overrides, seed=seed))}
+            report["runs"][name].append(row)
+            print(f"{name} seed {seed}: {row['verdict']} ({row['cpu_seconds']} CPU-s, "
+                  f"{row['trials_per_world']} trials)", file=sys.stderr, flush=True)
+            summary()
+            _write(out, report)
     print(json.dumps(report, indent=2))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,19 @@ def test_index_build_info_and_ask_with_trace(tmp_path, notes_dir):
     assert "Ingrid Pettersen" in data["answer"]
     assert [h["hook"] for h in data["trace"]["hooks"]] == ["score_retrieval", "rewrite_context", "generate", "postprocess"]
     assert len(data["trace"]["context"]) == 2
+    # each `ask` is its own process: ca-dp's charges live in INDEX.budgets.sqlite (as under `serve`), so a
+    # second question continues the first one's budget instead of starting afresh
+    assert not (tmp_path / "idx.budgets.sqlite").exists()  # the undefended pipeline keeps no budget
+
+    def charges() -> int:
+        with sqlite3.connect(tmp_path / "idx.budgets.sqlite") as db:
+            return sum(n for (n,) in db.execute("SELECT count FROM charges"))
+
+    for expected in (1, 2):
+        asked = ragleak("ask", "Who founded it?", "--index", str(out), "--defense", "ca-dp", "--config",
+                        str(tmp_path / "stack.yaml"))
+        assert asked.returncode == 0, asked.stderr
+        assert charges() == expected
 
 
 def test_index_build_kind_is_chosen_recorded_and_checked(tmp_path, notes_dir):

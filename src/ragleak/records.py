@@ -55,6 +55,10 @@ class Turn(Record):
 
 HookName = Literal["score_retrieval", "rewrite_context", "generate", "postprocess"]
 HOOK_NAMES: tuple[HookName, ...] = ("score_retrieval", "rewrite_context", "generate", "postprocess")
+#: A hook call's effect on the channel it feeds (``pipeline.channel_keys``): ``changed``,
+#: ``reordered`` (the same passages in another order: the prompt carries what it carried),
+#: ``unchanged``, or ``unmeasured`` (no identity reference was computed for the call).
+ChannelChange = Literal["changed", "reordered", "unchanged", "unmeasured"]
 
 
 class HookRecord(Record):
@@ -71,6 +75,13 @@ class HookRecord(Record):
     did not carry).
     ``digest_in`` is None where that reference generation was not run (the audit sampled other
     queries, ``pipeline.rag.AuditPolicy``): such a call is unaudited, neither changed nor unchanged.
+
+    ``channel`` is the call's effect on what the hook feeds, compared with the identity hook on the
+    same input as the audit by effect compares it (``pipeline.channel_keys``): the selected top-k
+    passages by content and order (``score_retrieval``), the rendered prompt (``rewrite_context``),
+    the answer text (``generate``, against the reference; ``postprocess``). A hook's own output can
+    change while its channel does not (a monotone rescoring, a pool cap above top-k, an id
+    rewrite). None: a record written before the channel effect was recorded.
     """
 
     hook: HookName
@@ -80,6 +91,7 @@ class HookRecord(Record):
     content_in: str | None = None
     content_out: str | None = None
     released: list[str] = Field(default_factory=list)
+    channel: ChannelChange | None = None
 
     @property
     def audited(self) -> bool:

@@ -1,6 +1,8 @@
 """The question-based membership attacks (mi-entailment, mi-interrogation, mi-dcmi): their text tools,
 their scorers' logic on scripted targets, their budgets and failed probes. The attacker LLM is
-scripted here (it is not what these tests prove); the NLI model and WordNet are the real ones."""
+scripted here (it is not what these tests prove); the NLI model and WordNet are the real ones.
+The strength of mi-entailment against the real stack is a measurement, not a test
+(benchmarks/bench_mi.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,10 @@ import pytest
 
 from ragleak.attacks import make_attack
 from ragleak.attacks.base import CorpusView
-from ragleak.attacks.mi_entailment import anchors, fallback_questions, usable_questions
+from ragleak.attacks.membership import distinct_documents, membership_split
+from ragleak.attacks.mi_entailment import (BLANK, WithheldQuestion, anchors, fallback_questions, filled_statement,
+                                           idf_weights, passages, supplied_share, usable_questions,
+                                           withheld_questions)
 from ragleak.attacks.mi_interrogation import interrogation_questions
 from ragleak.attacks.mi_text import WORDNET_ROOT, Antonyms, interrogation_score, perturb, sentences, yes_no_label
 from ragleak.pipeline.target import CallableTarget
@@ -90,7 +95,7 @@ def test_entailment_attack_scores_members_above_nonmembers_and_uses_the_fallback
     # the writer's output is unusable for every candidate: all questions come from the fallback
     stack = tiny_stack(attacker="Sure! Here are some questions.")
     view = CorpusView(documents=[MEMBER, OTHER], member_ids=["m"])
-    attack = make_attack("mi-entailment", n_questions=2)
+    attack = make_attack("mi-entailment", questions="writer", n_questions=2)
     t = attack.run(CallableTarget(_kb_target([MEMBER])), stack.context(0), corpus_view=view)
     assert t.budget == 4 and len(t.queries) == 4 and attack.adaptive is False
     scores = {m.doc_id: m.scores["menta"] for m in t.membership}
@@ -112,12 +117,104 @@ def test_entailment_attack_leaves_failed_questions_out_and_stops_at_the_budget()
             raise TimeoutError("slow")
         return "I don't know."
 
-    t = make_attack("mi-entailment", n_questions=2).run(
+    t = make_attack("mi-entailment", questions="writer", n_questions=2).run(
         CallableTarget(flaky), stack.context(0), budget=3, corpus_view=CorpusView(documents=[MEMBER, OTHER]))
     assert t.errors == 1 and len(t.queries) == 3
     assert [m.doc_id for m in t.membership] == ["m", "n"]
     assert t.membership[0].scores["menta"] == pytest.approx(-1.0)  # its one answered question
     assert t.state["failed"] == [{"doc_id": "m", "query": 0}]
+
+
+THIRD = Document(id="t", text=(
+    "The Harwick library lends forty bicycles each summer. Its keeper, Ida Brun, logs every loan in 2019 style. "
+    "The ward of the town is small."))
+
+
+def test_withheld_questions_leave_out_every_other_rarest_token():
+    docs = [MEMBER, OTHER, THIRD]
+    idf = idf_weights(docs)
+    assert idf["harwick"] < idf["cardiology"] and "the" not in idf  # shared by two candidates; stop words never
+    qs = withheld_questions(MEMBER, idf, 3, withhold=2)
+    assert len(qs) == 2  # one passage (37 words), asked with either half of its rare tokens withheld
+    for q in qs:
+        assert len(q.withheld) <= 2 and q.statement in q.query and q.statement.count(BLANK) >= len(q.withheld)
+        asked = set(q.query.lower().replace(BLANK, " ").replace("?", " ").replace(".", " ").split())
+        assert not asked & set(q.withheld)  # what the target must supply is not in the question
+        assert all(t in MEMBER.text.lower() for t in q.withheld)
+    # rare tokens are withheld and kept in turn, so the quote keeps as rare a token to be retrieved by
+    first = qs[0]
+    assert any(idf[t] >= min(first.weights) for t in set(first.statement.lower().split()) & set(idf))
+    # a one-passage document is asked again with the other half of its rare tokens withheld
+    short = Document(id="s", text="Are you sapient? In all probability, I am not that sophisticated.")
+    again = withheld_questions(short, idf_weights([short, OTHER]), 2, withhold=2)
+    assert len(again) == 2 and not set(again[0].withheld) & set(again[1].withheld)
+    assert passages(short.text) == [short.text]
+    long = " ".join(f"w{i}" for i in range(50)) + ". Next one here."
+    assert [len(p.split()) for p in passages(long, max_words=20)] == [20, 20, 13]  # a long sentence is cut
+    assert withheld_questions(Document(id="e", text="a an the"), idf, 2) == []
+
+
+def test_supplied_share_and_filled_statement():
+    q = WithheldQuestion("q", "Alma met Brecht in 2019.", f"{BLANK} met {BLANK} in 2019.", ("alma", "brecht"), (3.0, 1.0))
+    assert supplied_share(q, "Alma, and someone") == pytest.approx(0.75)
+    assert supplied_share(q, "Alma Brecht.") == 1.0 and supplied_share(q, "I don't know.") == 0.0
+    assert filled_statement(q, "Alma, Brecht") == "Alma met Brecht in 2019."
+    assert filled_statement(q, "Alma") == f"Alma met {BLANK} in 2019."
+
+
+def _cloze_target(kb: list[Document]):
+    """Fills the blanks from the KB passage the quote matches (all its other words), else does not know."""
+    def answer(query: str) -> str:
+        quote = query.split('"')[1]
+        for doc in kb:
+            for passage in passages(doc.text):
+                pw, qw = passage.split(), quote.split()
+                if len(pw) == len(qw) and all(q == p or BLANK in q for q, p in zip(qw, pw)):
+                    return ", ".join(p.strip(".,") for q, p in zip(qw, pw) if BLANK in q)
+        return "I don't know."
+    return answer
+
+
+def test_withheld_attack_scores_supplied_tokens_with_no_attacker_llm():
+    view = CorpusView(documents=[MEMBER, OTHER, THIRD], member_ids=["m"])
+    attack = make_attack("mi-entailment")
+    t = attack.run(CallableTarget(_cloze_target([MEMBER])), tiny_stack().context(0), corpus_view=view)
+    assert attack.params.n_questions == 2 and t.budget == 6 and len(t.queries) == 6
+    assert {m.doc_id: m.scores for m in t.membership} == {"m": {"withheld": 1.0}, "n": {"withheld": 0.0},
+                                                          "t": {"withheld": 0.0}}
+    assert t.state["attacker_calls"] == 0 and t.state["nli"] is None and t.state["scorers"] == ["withheld"]
+    rows = t.state["questions"]["m"]
+    assert [r["supplied"] for r in rows] == [1.0, 1.0] and all(r["withheld"] for r in rows)
+    # a failed question is left out of its candidate's mean; the budget stops at a candidate boundary
+    calls = []
+
+    def flaky(query: str) -> str:
+        calls.append(query)
+        if len(calls) == 1:
+            raise TimeoutError("slow")
+        return _cloze_target([MEMBER])(query)
+
+    t2 = make_attack("mi-entailment").run(CallableTarget(flaky), tiny_stack().context(0), budget=3, corpus_view=view)
+    assert t2.errors == 1 and len(t2.queries) == 3 and [m.doc_id for m in t2.membership] == ["m", "n"]
+    assert t2.membership[0].scores == {"withheld": 1.0} and t2.state["failed"] == [{"doc_id": "m", "query": 0}]
+
+
+@pytest.mark.model
+def test_withheld_attack_with_nli_never_counts_a_refusal():
+    view = CorpusView(documents=[MEMBER, OTHER], member_ids=["m"])
+    t = make_attack("mi-entailment", nli=True).run(CallableTarget(_cloze_target([MEMBER])), tiny_stack().context(0),
+                                                    corpus_view=view)
+    assert {m.doc_id: m.scores["withheld"] for m in t.membership} == {"m": 1.0, "n": 0.0}
+    assert t.state["nli"] and all(r["ent"] is False for r in t.state["questions"]["n"])
+
+
+def test_split_drops_repeated_texts():
+    docs = [Document(id=f"d{i}", text=f"Record {i % 6} of the ledger.") for i in range(12)]
+    assert [d.id for d in distinct_documents(docs)] == [f"d{i}" for i in range(6)]
+    kb, view = membership_split(docs, n_members=2, n_nonmembers=2, kb_size=4, seed=0)
+    assert {d.id for d in view.documents} - {d.id for d in kb} == {"d4", "d5"}  # never a repeat of an indexed text
+    with pytest.raises(ValueError):
+        membership_split(docs, n_members=2, n_nonmembers=3, kb_size=4)
 
 
 @needs_wordnet

@@ -21,7 +21,8 @@ from ragleak.testing import ScriptedGenerator, pipeline_under_test
 FIXTURES = Path(__file__).parent / "fixtures"
 SETS = {"redteam": "redteam_manifest.json", "redteam_holdout": "redteam_holdout_manifest.json",
         "redteam_effect_pre": "redteam_effect_pre_manifest.json",
-        "redteam_effect_post": "redteam_effect_post_manifest.json"}
+        "redteam_effect_post": "redteam_effect_post_manifest.json",
+        "redteam_effect_post2": "redteam_effect_post2_manifest.json"}
 
 PROBE_DOCS = {
     "alice": "Alice Jones can be reached at alice.jones@acme-corp.com about the merger next week.",

@@ -133,8 +133,10 @@ def test_cli_with_run_dir_and_readings(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     row = next(r for r in data["defenses"] if r["defense"] == "stub-dp-retrieval")
-    assert row["hooks"]["generate"]["dynamic"] == {"changed": 0, "calls": 4, "reordered": 0, "releases": 0}
-    assert row["hooks"]["score_retrieval"]["dynamic"] == {"changed": 4, "calls": 4, "reordered": 0, "releases": 0}
+    assert row["hooks"]["generate"]["dynamic"] == {"changed": 0, "calls": 4, "basis": "channel", "output_changed": 0,
+                                                  "reordered": 0, "releases": 0}
+    assert row["hooks"]["score_retrieval"]["dynamic"] == {"changed": 4, "calls": 4, "basis": "channel", "output_changed": 4,
+                                                         "reordered": 0, "releases": 0}
     assert row["hooks"]["generate"]["verdict"] == "inactive"
     (cell,) = data["table_two"]
     assert cell["interpretable"] and "score_retrieval" in cell["reason"]

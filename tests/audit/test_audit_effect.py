@@ -8,6 +8,8 @@ import json
 import logging
 import sys
 import textwrap
+import time
+from datetime import datetime, timezone
 
 import pytest
 from audit_helpers import FIXTURES
@@ -18,9 +20,11 @@ from ragleak.audit.effect import audit_class
 from ragleak.audit.inventory import StubHookError
 from ragleak.audit.probe import build_probe, measure
 from ragleak.audit.probe_generator import ProbeGenerator
-from ragleak.audit.probe_corpus import PASSAGE_PAIRS, QUERY_PAIRS, probe_inputs
+from ragleak.audit.probe_corpus import NEUTRAL_QUESTION, PASSAGE_PAIRS, QUERY_FORMS, QUERY_PAIRS, probe_inputs
+from ragleak.audit.state import changed, clock_reads, state_digests
 from ragleak.audit.runtime import defense_classes
 from ragleak.cli import app
+from ragleak.defenses.base import Defense
 from ragleak.rag.generator import DecodingParams
 from ragleak.rag.prompt import ChatMessage
 
@@ -35,7 +39,7 @@ SAMPLE = {
 
 
 # the pairs the tests need (the benchmark runs them all): fewer corpora to embed
-TYPES = {"email", "phone", "name", "number", "injection", "long-query"}
+TYPES = {"email", "phone", "name", "number", "injection", "long-query", "question-mark", "upper-case"}
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +203,120 @@ def test_a_reordering_of_the_same_passages_is_inactive(probe):
     effect = measure(probe, classes["ReversedContext"]).effect("rewrite_context")
     assert effect.verdict == "inactive" and "re-orders" in effect.reason
     assert effect.channels["context"].changed > 0  # the prompt did change: only its passages' order
+
+
+# ------------------------------------------------------------------ state across calls and query forms
+
+
+def _classes(name: str) -> dict[str, type]:
+    return {c.__name__: c for c in defense_classes(FIXTURES / name)[0]}
+
+
+def test_query_forms_differ_from_the_neutral_question_in_form_only():
+    forms = {i.pattern: i for i in probe_inputs() if i.pair and i.pair.startswith("form:")}
+    assert set(forms) == set(QUERY_FORMS) and all(i.side == "with" and i.corpus == "neutral" for i in forms.values())
+    assert QUERY_FORMS["question-mark"] == NEUTRAL_QUESTION + "?"
+    assert QUERY_FORMS["upper-case"].lower() == NEUTRAL_QUESTION
+    assert QUERY_FORMS["whitespace"].strip() == NEUTRAL_QUESTION
+    assert not any(ch.isdigit() or ch == "@" for q in QUERY_FORMS.values() for ch in q)
+
+
+class _ShoutGate(Defense):
+    hooks = frozenset({"postprocess"})
+
+    def postprocess(self, query, answer, passages):
+        return "Please do not shout." if query.isupper() else answer
+
+
+def test_query_form_gates_are_pattern_limited_and_named_by_the_form(probe):
+    question = measure(probe, _classes("redteam_effect_post.py")["QuestionMarkGate"]).effect("postprocess")
+    assert question.verdict == "pattern-limited" and question.triggers == ["question-mark"], question.reason
+    shout = measure(probe, _ShoutGate).effect("postprocess")
+    assert shout.verdict == "pattern-limited" and shout.triggers == ["upper-case"], shout.reason
+
+
+def test_a_budget_that_acts_after_more_calls_than_the_probe_makes_is_active(probe):
+    effect = measure(probe, _classes("redteam_effect_post.py")["BudgetRefusal"]).effect("postprocess")
+    assert effect.verdict == "active" and "after 41 calls on one instance" in effect.reason, effect.reason
+    assert any(s.startswith("stateful (instance.asked)") for s in effect.sensitivity)
+
+
+class _ClassQuota(Defense):
+    hooks = frozenset({"postprocess"})
+    served = 0
+
+    def postprocess(self, query, answer, passages):
+        type(self).served += 1
+        return "Quota reached." if type(self).served > 50_000 else answer
+
+
+def test_a_counter_beyond_the_long_run_is_advanced_and_its_state_restored(probe):
+    effect = measure(probe, _ClassQuota).effect("postprocess")
+    assert effect.verdict == "active" and "advanced by" in effect.reason, effect.reason
+    assert _ClassQuota.served < 50_000  # the advanced counter was put back
+
+
+class _Journal(Defense):
+    hooks = frozenset({"postprocess"})
+
+    def __init__(self, params=None, **kwargs):
+        super().__init__(params, **kwargs)
+        self.log: list[str] = []
+
+    def postprocess(self, query, answer, passages):
+        self.log.append(answer.upper())  # "reviews" the answer, returns it unchanged
+        return answer
+
+
+def test_a_stateful_stub_stays_inactive_and_says_what_was_exercised(probe):
+    effect = measure(probe, _Journal).effect("postprocess")
+    assert effect.verdict == "inactive"
+    assert any(s.startswith("stateful (instance.log)") and "no effect" in s for s in effect.sensitivity), \
+        effect.sensitivity
+
+
+_OFF_HOUR = (datetime.now(timezone.utc).hour + 12) % 24  # an hour the test does not run in
+
+
+class _NightGate(Defense):
+    hooks = frozenset({"postprocess"})
+
+    def postprocess(self, query, answer, passages):
+        return "Closed for the night." if datetime.now(timezone.utc).hour == _OFF_HOUR else answer
+
+
+def test_a_gate_on_the_clock_the_probe_cannot_trigger_is_undetermined(probe):
+    effect = measure(probe, _NightGate).effect("postprocess")
+    assert effect.verdict == "undetermined" and "wall clock" in effect.reason, effect.reason
+    assert "test_audit_effect.py" in effect.reason
+
+
+def test_state_digests_see_the_defenses_state_not_the_pipelines():
+    gen = ProbeGenerator(DecodingParams(max_tokens=20))
+    journal = _Journal()
+    journal.generator = gen  # machinery the defense holds: its call log is not the defense's state
+    before = state_digests(journal, Defense)
+    gen.generate([ChatMessage(role="user", content="hello")])
+    assert changed(before, state_digests(journal, Defense)) == []
+    journal.postprocess("q", "an answer", [])
+    _ClassQuota.served += 1
+    assert changed(before, state_digests(journal, Defense)) == ["instance.log"]
+    quota = _ClassQuota()
+    before = state_digests(quota, Defense)
+    quota.postprocess("q", "a", [])
+    assert changed(before, state_digests(quota, Defense)) == ["class _ClassQuota.served"]
+
+
+def test_clock_reads_are_the_defenses_own_not_the_standard_librarys():
+    seen: set[str] = set()
+    with clock_reads(seen):
+        logging.getLogger("ragleak.test").error("logging reads time.time() inside the standard library")
+    assert seen == set()
+    with clock_reads(seen):
+        time.time()
+    assert len(seen) == 1 and next(iter(seen)).startswith("time.time at ")
+
+
+def test_a_hook_served_by_a_property_is_measured(probe):
+    effect = measure(probe, _classes("redteam_effect_post2.py")["PropertyHook"]).effect("postprocess")
+    assert effect.verdict == "active", effect.reason

@@ -50,7 +50,8 @@ def test_dynamic_trace_shows_generation_never_changed(stubs):
     rows = {r["defense"]: r for r in table_one([inventory_class(stubs.StubbedDPRetrieval)], activity)}
     row = rows["stub-dp-retrieval"]
     assert row["status"] == "retrieval-only"
-    assert row["hooks"]["generate"]["dynamic"] == {"changed": 0, "calls": 4, "reordered": 0, "releases": 0}
+    assert row["hooks"]["generate"]["dynamic"] == {"changed": 0, "calls": 4, "basis": "channel", "output_changed": 0,
+                                                  "reordered": 0, "releases": 0}
     assert any("generate is inactive" in p for p in row["problems"])
 
 

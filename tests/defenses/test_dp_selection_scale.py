@@ -79,8 +79,8 @@ def test_dp_selection_is_the_old_paths_selection_given_the_same_seed(index, para
     assert len(chosen) > p.k  # the noise moves the selection: the comparison is not of one fixed answer
 
 
-def test_scoring_reads_no_passage_text_only_the_selected(embedder, monkeypatch):
-    index = PassageIndex.build(_passages(), embedder, kind="flat")
+def _counting_reads(index, monkeypatch) -> list[int]:
+    """The passage ids the index's store reads from now on (text is read through ``get_many``)."""
     read: list[int] = []
     get_many = index._store.get_many
 
@@ -90,6 +90,12 @@ def test_scoring_reads_no_passage_text_only_the_selected(embedder, monkeypatch):
         return get_many(ids)
 
     monkeypatch.setattr(index._store, "get_many", counted)
+    return read
+
+
+def test_scoring_reads_no_passage_text_only_the_selected(embedder, monkeypatch):
+    index = PassageIndex.build(_passages(), embedder, kind="flat")
+    read = _counting_reads(index, monkeypatch)
     defense = make_defense("dp-retrieval", k=2)
     defense.prepare(RunContext(seed=1))
     defense.begin_query(index, ())
@@ -140,3 +146,34 @@ def test_a_score_pool_over_a_list_keeps_its_order_and_subsets_map_back():
     assert [s.passage.id for s in sub.take([0, 1])] == ["p1", "p3"]
     with pytest.raises(ValueError, match="1-d"):
         ScorePool(np.zeros((2, 2)), lambda rows: [])
+
+
+@pytest.mark.parametrize("name, params, expected_reads", [("ca-dp", {"k": 2}, 2), ("dp-vote", {"k": 2}, 2),
+                                                           ("private-rag", {"tau": 0.99}, 0)])
+def test_every_document_level_dp_defense_reads_only_what_it_selects(embedder, monkeypatch, name, params,
+                                                                     expected_reads):
+    """ca-dp, dp-vote and private-rag score the whole corpus from the vectors as dp-retrieval does:
+    text is read for the selected documents only (private-rag: those above its public threshold)."""
+    index = PassageIndex.build(_passages(), embedder, kind="flat")
+    read = _counting_reads(index, monkeypatch)
+    defense = make_defense(name, **params)
+    defense.prepare(RunContext(seed=1))
+    defense.begin_query(index, ())
+    read.clear()
+    picked = defense.score_retrieval(QUERIES[0], [])
+    assert len(picked) == expected_reads and len(read) == expected_reads
+
+
+def test_ca_dp_draws_as_it_did_over_the_ranked_document_list(index):
+    """Scoring from the vectors changed what is read, not a draw: the same seed selects what the old
+    ranked list (every document's best passage, best first) selected."""
+    defense = make_defense("ca-dp", k=3)
+    defense.prepare(RunContext(seed=4))
+    reference_rng = RunContext(seed=4).noise_rng("defense/ca-dp")
+    p = defense.params
+    for query in QUERIES:
+        defense.begin_query(index, ())
+        new = defense.score_retrieval(query, [])
+        ranked = sorted(_old_documents(index, query), key=lambda s: -s.score)
+        old = noisy_selection(ranked, p.k, p.turn_epsilon, p.clip_low, p.clip_high, "laplace", reference_rng)
+        assert [(s.passage.id, s.score) for s in new] == [(s.passage.id, s.score) for s in old]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import zlib
+from contextlib import contextmanager
+
+import numpy as np
 import pytest
 
 from ragleak.context import RunContext
@@ -85,3 +89,60 @@ def test_retrieval_keeps_one_passage_per_document_best_first():
              for doc, j, s in [("a", 0, 0.9), ("a", 1, 0.8), ("b", 0, 0.7), ("c", 0, 0.75), ("b", 1, 0.95)]]
     out = d.score_retrieval("q", cands)
     assert [(s.passage.id, s.score) for s in out] == [("b#1", 0.95), ("a#0", 0.9)]
+
+
+class _LengthSensitiveSession:
+    """A batched step whose rows depend on every prompt in the session (like llama.cpp's batched
+    arithmetic): near-tied tokens flip with the batch-mates' lengths."""
+
+    def __init__(self, prompts):
+        self.prompts, self.appended = list(prompts), []
+
+    def logprobs(self):
+        batch = sum(len(p) for p in self.prompts)
+        rows = []
+        for p in self.prompts:
+            row = np.round(np.random.default_rng(zlib.crc32((p + repr(self.appended)).encode())).normal(size=40), 1)
+            row[39] = -9.0
+            rows.append(row + 1e-6 * np.cos(np.arange(40) * batch))  # many ties at one decimal: the batch decides
+        return np.stack(rows)
+
+    def append(self, token):
+        self.appended.append(token)
+
+
+class _LengthSensitiveDecoder:
+    @contextmanager
+    def session(self, prompts, max_new_tokens):
+        yield _LengthSensitiveSession(prompts)
+
+    def end_tokens(self):
+        return [39]
+
+    def is_end(self, token):
+        return token == 39
+
+    def detokenize(self, tokens):
+        return " ".join(map(str, tokens))
+
+
+@pytest.mark.parametrize("texts", [["Maria Gonzales was treated for asthma."],
+                                   ["Ingrid Pettersen founded the foundry.", "Room B-17 holds the servos.",
+                                    "The ferry leaves every ninety minutes, from pier four, all year round."]])
+def test_public_candidates_do_not_change_with_the_private_documents(texts):
+    """The public prompt decodes alone: its candidate tokens at step 1 cannot depend on the voters' prompts."""
+
+    class Render:
+        def render(self, messages):
+            return repr([(m.role, m.content) for m in messages])
+
+    def first_domain(passages):
+        d = DPVote(voters=3, domain_size=5, max_new_tokens=4)
+        d.prepare(RunContext(seed=1))
+        d.decoder = lambda generator: _LengthSensitiveDecoder()
+        d.generate(build_rag_messages("Who founded it?", passages, "sys", []), passages, Render())
+        return d.last_domains[0]
+
+    reference = first_domain([Passage(id="f#0", doc_id="f", text="A public-looking filler passage.")])
+    private = [Passage(id=f"p{i}#0", doc_id=f"p{i}", text=t) for i, t in enumerate(texts)]
+    assert first_domain(private) == reference

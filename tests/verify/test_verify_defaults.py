@@ -8,6 +8,7 @@ ceiling of 100 trials, so it reads inconclusive unrun), 100 for the generation-s
 claims, eps 20-64, are untestable at any budget here and read inconclusive; dp-vote's per-token
 claim runs), and dp-synthetic, which rebuilds its corpus over the WordNet vocabulary on every
 trial (~0.3 s), at 12 trials on the single pair: below its claim's ceiling, so inconclusive.
+No scenario goes on past these (``max_trials``): the suite's budget is the whole budget.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from ragleak.defenses import DEFENSES, make_defense
 from ragleak.verify import Verdict, VerifySettings, verify_defense
 from ragleak.verify.run import BUDGET_EXTRA
 
-BUDGET = {"dp-synthetic": VerifySettings(trials=12, stresses=("single",), adjacencies="card"),
-          "ca-dp": VerifySettings(trials=100, adjacencies="card", stresses=("contested", "pool-edge"), colluders=(1,))}
-DEFAULT_BUDGET = VerifySettings(trials=100, adjacencies="card")
+BUDGET = {"dp-synthetic": VerifySettings(trials=12, max_trials=12, stresses=("single",), adjacencies="card"),
+          "ca-dp": VerifySettings(trials=100, max_trials=100, adjacencies="card", stresses=("contested", "pool-edge"),
+                                  colluders=(1,))}
+DEFAULT_BUDGET = VerifySettings(trials=100, max_trials=100, adjacencies="card")
 
 
 def dp_defenses() -> list[str]:
@@ -47,7 +49,7 @@ def test_default_configuration_holds_or_is_inconclusive_with_its_ceiling(name):
 
 
 def test_ca_dp_has_a_line_per_number_of_colluding_principals():
-    report = verify_defense("ca-dp", settings=VerifySettings(trials=50, adjacencies="card", stresses=(),
+    report = verify_defense("ca-dp", settings=VerifySettings(trials=50, max_trials=50, adjacencies="card", stresses=(),
                                                              colluders=(1, 2, 4, 8)))
     lines = {s.principals: s for s in report.scenarios}
     assert set(lines) == {1, 2, 4, 8}

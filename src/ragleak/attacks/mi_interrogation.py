@@ -63,7 +63,7 @@ class InterrogationMembership(MembershipAttack):
     """Interrogation-style MI: yes/no questions from the candidate's own sentences, truth known."""
 
     name: ClassVar[str] = "mi-interrogation"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: the split drops repeated texts
     default_budget: ClassVar[int] = 550
     description: ClassVar[str] = ("interrogation-style membership inference: n yes/no questions from the candidate's "
                                   "sentences (half antonym-perturbed), truth from the document; n queries per candidate")

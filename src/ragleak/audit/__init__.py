@@ -3,8 +3,9 @@
 * ``astflow``: static dataflow of one hook (can what it passes on differ in content from its input?);
 * ``inventory``: per defense class or ``.py`` file and per hook: not-overridden / inactive /
   pattern-limited / active / undetermined, with evidence and ``file:line``;
-* ``trace``: dynamic, from a run's traces: per hook, content changes in N of M calls, order-only
-  calls and calls that released retrieved passages verbatim;
+* ``trace``: dynamic, from a run's traces: per hook, the calls of M that changed a channel (the
+  selected top-k, the prompt, the answer, against the identity hook on the same input), beside
+  own-output content changes, order-only calls and calls that released retrieved passages verbatim;
 * ``verdict``: the combined verdict per hook from both;
 * ``channels``: which channels each hook reaches, and the interpretable rule for metric readings;
 * ``dashboard``: Table I (hook verdicts) and Table II (metric deltas marked interpretable or not);

@@ -15,8 +15,9 @@ postprocess        output
 
 **The interpretable rule.** A reading of metric X on defense D is interpretable only when some
 *active* hook of D reaches one of X's channels. Active means a combined verdict (``verdict``) of
-active or pattern-limited and, when traces of the run are given, a content change in at least
-one call (``trace``). Anything else measures a defense that is not on the path the metric observes: a
+active or pattern-limited and, when traces of the run are given, a change of a channel in at least
+one call (``trace``: the selected top-k, the prompt or the answer against the identity hook's;
+records from before the channel effect: a change of the hook's own output). Anything else measures a defense that is not on the path the metric observes: a
 difference from the baseline there is noise or a side effect, not protection.
 """
 
@@ -51,13 +52,13 @@ def reach(hooks: Iterable[HookName]) -> frozenset[Channel]:
 def active_hooks(inventory: DefenseInventory,
                  activity: Mapping[HookName, HookActivity] | None = None) -> list[HookName]:
     """Hooks whose combined verdict (``verdict.combine``) puts them on the path and, when
-    ``activity`` is given, that changed the content of at least one call."""
+    ``activity`` is given, that changed a channel in at least one call (``HookActivity.effect_changed``)."""
     hooks = []
     for finding in inventory.findings:
         act = None if activity is None else activity.get(finding.hook)
         if combine(finding, act).verdict not in ON_PATH:
             continue
-        if activity is not None and (act is None or act.changed == 0):
+        if activity is not None and (act is None or act.effect_changed == 0):
             continue
         hooks.append(finding.hook)
     return hooks

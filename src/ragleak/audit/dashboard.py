@@ -15,10 +15,14 @@ Table I's overall status per defense, from its active hooks (``channels.active_h
 
 Per hook, a row carries ``verdict`` (the combined verdict of ``verdict.combine``) with its
 ``reason``, ``releases_context`` and ``pattern``, ``static`` (the inventory status, its form,
-evidence and location), ``dynamic`` (content changes, calls, order-only calls and calls that
-released context, with traces), ``static_active`` and ``active`` (on the path and, when traces
-are given, changed at least one call: a pattern-limited hook that never fired in the run is not
-active in that run).
+evidence and location), ``dynamic`` (with traces or a grid's cells: the per-channel effect -
+calls in which the selected top-k, the rendered prompt or the answer differed from the identity
+hook's on the same input, of the calls measured - beside the calls whose own output changed,
+re-orderings and calls that released context; ``basis`` says "own output" for records written
+before the channel effect, whose counts are own-output changes), ``static_active`` and ``active``
+(on the path and, when traces are given, changed a channel in at least one call: a hook that
+only changed its own output, or a pattern-limited hook that never fired in the run, is not active
+in that run).
 
 Table II takes plain per-defense readings (a delta against the baseline with its interval, e.g.
 from ``readings_from_runs``) and marks each cell by the interpretable rule of ``channels``.
@@ -79,17 +83,17 @@ def table_one(inventories: Iterable[DefenseInventory], activity: Activity | None
                 "pattern": v.pattern,
                 "static": f.status, "form": f.form, "declared": f.declared, "defined_in": f.defined_in,
                 "location": f.location, "evidence": f.evidence,
-                "dynamic": None if act is None else {"changed": act.changed, "calls": act.calls,
-                                                      "reordered": act.reordered, "releases": act.releases,
-                                                      **({"unaudited": act.unaudited} if act.unaudited else {})},
+                "dynamic": None if act is None else _dynamic(act),
                 "static_active": f.status in ACTIVE_STATUSES,
-                "active": hook in hooks,  # on the path and, with traces, changed at least one call
+                "active": hook in hooks,  # on the path and, with traces, changed a channel in at least one call
             }
             why = problem(f, v)
             if why:
                 warnings.append(why)
             elif v.verdict == "pattern-limited" and v.dynamic is not None and v.dynamic["changed"] == 0:
-                warnings.append(f"{hook} is pattern-limited and never fired (changed 0 of {v.dynamic['calls']} calls)")
+                warnings.append(f"{hook} is pattern-limited and never fired (changed "
+                                f"{'a channel in ' if v.dynamic['basis'] == 'channel' else ''}0 of "
+                                f"{v.dynamic['calls']} calls)")
         if activity is not None and dyn is None:
             warnings.append("no traces of this defense in the run")
         releases = any(c["releases_context"] for c in cells.values())
@@ -98,6 +102,35 @@ def table_one(inventories: Iterable[DefenseInventory], activity: Activity | None
                      "releases_context": releases, "active_hooks": hooks, "hooks": cells, "problems": warnings,
                      "notes": list(inv.notes)})
     return rows
+
+
+def _dynamic(act: HookActivity) -> dict[str, Any]:
+    """Table I's dynamic column of one hook: the per-channel effect (``basis`` "channel": calls
+    that changed the selected top-k, the prompt or the answer against the identity hook's, of the
+    calls measured; ``output_changed``: calls whose own output changed) or, for records from before
+    the channel effect, the own-output counts (``basis`` "own output")."""
+    out: dict[str, Any] = {"changed": act.effect_changed, "calls": act.effect_calls,
+                           "basis": "channel" if act.by_channel else "own output", "output_changed": act.changed,
+                           "reordered": act.channel_reordered if act.by_channel else act.reordered,
+                           "releases": act.releases}
+    if act.by_channel and act.channel_unmeasured:
+        out["unmeasured"] = act.channel_unmeasured
+    if act.unaudited:
+        out["unaudited"] = act.unaudited
+    return out
+
+
+def dynamic_text(dyn: dict[str, Any] | None) -> str:
+    """A Table I cell's dynamic part: `` N/M`` channel changes of the calls measured, `` (own K)``
+    where the hook's own output changed in more calls than its channel, ``~`` where the counts are
+    own-output changes (records, or a Table I, from before the per-channel effect)."""
+    if dyn is None:
+        return ""
+    text = f" {dyn['changed']}/{dyn['calls']}"
+    if dyn.get("basis", "own output") != "channel":
+        return text + "~"
+    own = dyn.get("output_changed", 0)
+    return text + (f" (own {own})" if own > dyn["changed"] else "")
 
 
 def table_two(

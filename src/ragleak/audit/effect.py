@@ -137,15 +137,17 @@ def _class_location(cls: type) -> str:
     return located(cls)
 
 
-def audit_by_effect(target: str, probe_kind: str = "scripted", cache_dir: str | None = None) -> list[DefenseAudit]:
+def audit_by_effect(target: str, probe_kind: str = "scripted", cache_dir: str | None = None,
+                    probe: Probe | None = None) -> list[DefenseAudit]:
     """``ragleak audit TARGET --probe KIND``: every defense class ``target`` names (a registered
-    name, a ``.py`` file, ``file.py:Class``), imported as Python builds it, measured on one probe."""
+    name, a ``.py`` file, ``file.py:Class``), imported as Python builds it, measured on one probe
+    (``probe``: one built already, e.g. on a subset of the inputs; its cost is then the caller's to read)."""
     import contextlib
 
     from ragleak.audit.probe import build_probe
     from ragleak.audit.runtime import defense_classes, folder_on_path
 
     classes, path = defense_classes(target)
-    probe = build_probe(probe_kind, cache_dir=cache_dir)  # type: ignore[arg-type]
+    probe = probe or build_probe(probe_kind, cache_dir=cache_dir)  # type: ignore[arg-type]
     with folder_on_path(path) if path is not None else contextlib.nullcontext():
         return [audit_class(probe, cls) for cls in classes]

@@ -21,12 +21,18 @@ credited with the change only where the run without it is deterministic. What th
 exercise is stated per hook (``sensitivity``), never silently scored.
 
 Probes: ``scripted`` (the real MiniLM embedder and FAISS index, ``ProbeGenerator`` in place of
-the LLM: no model download, seconds per defense) and ``stack`` (the packaged LLM as well).
+the LLM: no model download, seconds per defense) and ``stack`` (the packaged LLM as well). The
+stack probe generates an answer only where it can decide something (``probe_answers``): a run
+whose ``generate`` and ``postprocess`` are the identity gets stand-ins keyed by (model, settings,
+prompt), equal keys being equal answers under greedy decoding; an answer is generated where a
+hook reads it, or where two runs sent the same prompt under different settings. Where the prompt
+already changed, the answer is not generated (the prompt channel decided that input).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import types
 from dataclasses import dataclass, field
@@ -34,13 +40,17 @@ from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
-from ragleak.audit.probe_corpus import ProbeInput, corpora, probe_inputs
+from ragleak.audit.probe_answers import AnswerMemo, DeferringGenerator, stand_in
+from ragleak.audit.probe_corpus import PATTERN_TYPES, QUERY_FORMS, ProbeInput, corpora, probe_inputs
 from ragleak.audit.probe_generator import ProbeGenerator
 from ragleak.audit.runtime import hook_location, overrides, owner_of
 from ragleak.audit.source import AuditError
+from ragleak.audit.stateful import Harness, revisit
 from ragleak.defenses.base import Defense
+from ragleak.pipeline.channel_keys import (context_set_key, norm_text, retrieval_key, retrieval_set_key,
+                                            text_key)
 from ragleak.rag.generator import DecodingParams
-from ragleak.records import HOOK_NAMES, HookName, Record, digest
+from ragleak.records import HOOK_NAMES, HookName, Record
 
 ProbeKind = Literal["scripted", "stack"]
 PROBE_KINDS: tuple[ProbeKind, ...] = ("scripted", "stack")
@@ -63,6 +73,9 @@ class ChannelEffect(Record):
     changed: int
     inputs: int
     nondeterministic: int = 0
+    # answer channel of the stack probe: inputs where the prompt had already changed, so the
+    # answers were not generated (greedy decoding: the answer is a function of prompt and settings)
+    not_generated: int = 0
 
 
 class HookEffect(Record):
@@ -101,6 +114,19 @@ class DefenseEffect(Record):
         return next(h for h in self.hooks if h.hook == hook)
 
 
+class ProbeCost(Record):
+    """What a probe cost so far: the model's generations and what the stack probe left ungenerated."""
+
+    probe: ProbeKind
+    inputs: int
+    generations: int  # the model ran (generation-cache misses), the determinism check included
+    cache_hits: int  # served by the generation cache
+    answers_generated: int  # distinct (model, settings, prompt) whose answer the probe generated
+    stand_ins: int  # pipeline answers deferred (a stand-in while the run went)
+    never_generated: int  # distinct deferred keys no comparison needed
+    determinism: str | None = None
+
+
 # ------------------------------------------------------------------------------ the probe
 
 
@@ -115,17 +141,50 @@ class Probe:
     inputs: list[ProbeInput]
     top_k: int = PROBE_TOP_K
     candidate_k: int = PROBE_CANDIDATE_K
+    answers: AnswerMemo | None = None  # the stack probe's deferred answers (None: every answer generated)
+    staged: bool = False  # measure on the neutral inputs first (``measure``)
     _cache_dir: Any = field(default=None, repr=False)
 
     @property
     def passages_per_corpus(self) -> int:
         return max(len(ix.passages) for ix in self.indexes.values())
 
+    def close(self) -> None:
+        """Remove the temporary folder of the stack probe's generation cache (when it made one)."""
+        if self._cache_dir is not None:
+            self._cache_dir.cleanup()
+            self._cache_dir = None
+
+    def cost(self) -> ProbeCost:
+        usage, memo = self.stack.usage(), self.answers
+        return ProbeCost(probe=self.kind, inputs=len(self.inputs),
+                         generations=usage.model_calls + (memo.rechecked if memo else 0),
+                         cache_hits=usage.cache_hits, answers_generated=len(memo.texts) if memo else usage.model_calls,
+                         stand_ins=memo.stand_ins if memo else 0,
+                         never_generated=len(set(memo.requests) - set(memo.texts)) if memo else 0,
+                         determinism=memo.determinism if memo else None)
+
+
+def select_inputs(types: Sequence[str] | None = None) -> list[ProbeInput]:
+    """The probe inputs, every pair (``types`` None) or only the pairs of ``types`` (of
+    ``PATTERN_TYPES``) with every input outside a pair: a quicker probe that sees only those
+    types, so a hook keyed to another reads inactive."""
+    items = probe_inputs()
+    if types is None:
+        return items
+    unknown = sorted(set(types) - set(PATTERN_TYPES))
+    if unknown or not types:
+        raise AuditError(f"unknown probe type(s) {', '.join(unknown) or '(none named)'}; known: "
+                         f"{', '.join(PATTERN_TYPES)}")
+    return [i for i in items if i.pair is None or i.pair.split(":")[1] in set(types)]
+
 
 def build_probe(kind: ProbeKind = "scripted", inputs: list[ProbeInput] | None = None,
-                cache_dir: str | None = None) -> Probe:
+                cache_dir: str | None = None, defer_answers: bool | None = None) -> Probe:
     """The probe of ``kind``; ``stack`` keeps its generations in a cache under ``cache_dir`` (a
-    temporary folder when None), so a prompt the probe already sent costs nothing."""
+    temporary folder when None), so a prompt the probe already sent costs nothing, defers
+    answers that cannot decide anything and measures in two stages (``defer_answers``, default:
+    for ``stack`` only; see ``measure``)."""
     import tempfile
     from pathlib import Path
 
@@ -152,7 +211,9 @@ def build_probe(kind: ProbeKind = "scripted", inputs: list[ProbeInput] | None = 
     inputs = inputs if inputs is not None else probe_inputs()
     used = {i.corpus for i in inputs}
     indexes = {name: stack.index(docs) for name, docs in corpora().items() if name in used}
-    return Probe(kind, stack, indexes, inputs, _cache_dir=holder)
+    defer = kind == "stack" if defer_answers is None else defer_answers
+    answers = AnswerMemo(stack.generator("target")) if defer else None
+    return Probe(kind, stack, indexes, inputs, answers=answers, staged=defer, _cache_dir=holder)
 
 
 @dataclass
@@ -160,10 +221,7 @@ class _Observation:
     channels: dict[str, str] | None  # channel -> digest; None when the query raised
     released: dict[str, int]  # hook -> passages its output released verbatim
     error: str | None = None
-
-
-def _norm(text: str) -> str:
-    return " ".join(str(text).split())
+    answer_key: str | None = None  # a deferred answer's key (``probe_answers``): the answer was not generated
 
 
 def _seed_globals() -> None:
@@ -174,6 +232,13 @@ def _seed_globals() -> None:
 
 def _identity(hook: HookName) -> Callable:
     return getattr(Defense, hook)
+
+
+def _reads_no_answer(defense: Defense) -> bool:
+    """Whether no hook of ``defense`` reads the answer right now (``generate`` and ``postprocess``
+    resolve to the identity on the instance): asked at each generation, so a hook the defense
+    rebinds while running is seen."""
+    return all(getattr(getattr(defense, h, None), "__func__", None) is _identity(h) for h in ("generate", "postprocess"))
 
 
 def _instantiate(cls: type[Defense]) -> Defense:
@@ -200,7 +265,10 @@ def _run(probe: Probe, cls: type[Defense], without: frozenset[str] = frozenset()
             _seed_globals()
             defense = _instantiate(cls)
             for hook in without:
-                setattr(defense, hook, types.MethodType(_identity(hook), defense))
+                try:
+                    setattr(defense, hook, types.MethodType(_identity(hook), defense))
+                except AttributeError:  # a property or another data descriptor: the identity goes on a subclass
+                    defense.__class__ = type(cls.__name__, (type(defense),), {hook: _identity(hook), "__slots__": ()})
             target = build_target(probe.stack, probe.indexes[corpus], defense, ctx=probe.stack.context(PROBE_SEED))
             pipeline = target.pipeline
             captured: list = []
@@ -212,8 +280,15 @@ def _run(probe: Probe, cls: type[Defense], without: frozenset[str] = frozenset()
                 return result
 
             pipeline.retrieve = retrieve  # records the Retrieval the pipeline computes (the selected top-k)
+            wrapper = None
+            if probe.answers is not None:
+                wrapper = DeferringGenerator(probe.answers, lambda d=defense: _reads_no_answer(d))
+                pipeline.generator = wrapper
             for i in positions:
                 captured.clear()
+                if wrapper is not None:
+                    wrapper.keys.clear()
+                    wrapper.deferred.clear()
                 try:
                     response = pipeline.answer(probe.inputs[i].query)
                 except Exception as exc:  # the defense's failure on this input is recorded, not fatal
@@ -222,15 +297,17 @@ def _run(probe: Probe, cls: type[Defense], without: frozenset[str] = frozenset()
                 selected = captured[-1].selected if captured else []
                 context = captured[-1].context if captured else []
                 trace = response.trace
+                # the answer is a stand-in (identity postprocess: the answer is the draft as generated)
+                key = wrapper.keys[-1] if wrapper is not None and wrapper.keys and wrapper.deferred[-1] else None
+                key = key if key is not None and norm_text(response.answer) == norm_text(stand_in(key)) else None
                 out[i] = _Observation(
-                    {"retrieval": digest([s.passage.text for s in selected]),
-                     "context": digest(_norm(trace.prompt)), "output": digest(_norm(response.answer)),
+                    {"retrieval": retrieval_key(selected), "context": text_key(trace.prompt),
+                     "output": text_key(response.answer),
                      # order-insensitive: the same passages in another order
-                     "retrieval_set": digest(sorted(s.passage.text for s in selected)),
-                     "context_set": digest(sorted(_norm(p.text) for p in context))},
-                    {r.hook: len(r.released) for r in trace.hooks})
+                     "retrieval_set": retrieval_set_key(selected), "context_set": context_set_key(context)},
+                    {r.hook: len(r.released) for r in trace.hooks}, answer_key=key)
             for hook in without:
-                if getattr(vars(defense).get(hook), "__func__", None) is not _identity(hook):
+                if getattr(getattr(defense, hook, None), "__func__", None) is not _identity(hook):
                     notes.append(f"the defense rebinds {hook} on its instance while running: the run without it "
                                  "is not the identity")
     finally:
@@ -252,7 +329,45 @@ def measure(probe: Probe, cls: type[Defense]) -> DefenseEffect:
     """Every hook's effect for defense class ``cls`` on ``probe``. Where the defense raises on
     every input, each overridden hook is tried as the identity: a hook whose replacement lets the
     queries through is the one the probe cannot run (its verdict undetermined, its error kept), and
-    the other hooks are measured with it replaced in both runs."""
+    the other hooks are measured with it replaced in both runs.
+
+    The stack probe (answers deferred) measures in two stages: first on the neutral inputs only; a
+    hook active there is active (a change on a neutral input is what active means) and is not run
+    again; the others - inactive, pattern-limited, undetermined, releasing context - are measured
+    on every input, the pairs with personal data included. A defense whose answer hooks change
+    every prompt so pays for the neutral inputs' answers, not for every pair's."""
+    stage = _first_stage(probe)
+    if stage is None:
+        return _measure(probe, cls)
+    first = _measure(stage, cls, first_stage=True)
+    settled = {h.hook: _settled(h, stage, len(probe.inputs)) for h in first.hooks
+               if h.overridden and h.verdict == "active" and not h.releases}
+    if settled and all(h.hook in settled for h in first.hooks if h.overridden):
+        return first.model_copy(update={"hooks": [settled.get(h.hook, h) for h in first.hooks]})
+    return _measure(probe, cls, settled)
+
+
+def _first_stage(probe: Probe) -> Probe | None:
+    """The stack probe on its neutral inputs (None: one stage - the scripted probe, or no pairs)."""
+    if not probe.staged:
+        return None
+    neutral = [i for i in probe.inputs if i.side == "neutral"]
+    return dataclasses.replace(probe, inputs=neutral, staged=False) if 0 < len(neutral) < len(probe.inputs) else None
+
+
+def _settled(effect: HookEffect, stage: Probe, inputs: int) -> HookEffect:
+    return effect.model_copy(update={"sensitivity": [*effect.sensitivity, (
+        f"stack probe, first stage: active on the {len(stage.inputs)} neutral inputs, so the other "
+        f"{inputs - len(stage.inputs)} inputs (the sides with personal data) were not run for it: its triggers are "
+        "not listed and its release of context was checked on the neutral inputs only")]})
+
+
+def _measure(probe: Probe, cls: type[Defense], settled: dict[str, HookEffect] | None = None,
+             first_stage: bool = False) -> DefenseEffect:
+    """``measure`` on every input of ``probe``; ``settled``: hooks measured already (kept as they
+    are, not run again); ``first_stage``: a first pass, whose hooks not active are measured again
+    on every input (the long run of ``audit.stateful`` is left to that pass)."""
+    settled = settled or {}
     hooks_attr = getattr(cls, "hooks", ())
     declared = sorted(hooks_attr) if isinstance(hooks_attr, (set, frozenset, list, tuple)) else []
     name = getattr(cls, "name", cls.__name__)
@@ -277,11 +392,15 @@ def measure(probe: Probe, cls: type[Defense]) -> DefenseEffect:
                               overridden=overrides(cls, h), reason=str(exc), errors=[str(exc)]) for h in HOOK_NAMES]
         return DefenseEffect(defense=name, cls=cls.__qualname__, probe=probe.kind, declared_hooks=declared,
                              hooks=effects, inputs=len(probe.inputs), errors=[str(exc)])
+    if probe.answers is not None and hooks:
+        probe.answers.check_determinism()  # once per probe: what comparing answers by key rests on
     effects = []
     for hook in HOOK_NAMES:
         if hook not in hooks:
             effects.append(HookEffect(hook=hook, verdict="not-overridden", overridden=False,
                                       reason="Python resolves it to the base identity"))
+        elif hook in settled and hook not in fixed:
+            effects.append(settled[hook])
         elif hook in fixed:
             errors = _fmt_errors(failing)
             owner = owner_of(cls, hook)
@@ -298,7 +417,10 @@ def measure(probe: Probe, cls: type[Defense]) -> DefenseEffect:
                 reason=f"the probe cannot run it: the defense raised on every input ({errors[0]}) and ran once "
                        f"{hook} was the identity"))
         else:
-            effects.append(_hook_effect(probe, cls, hook, base, control, fixed))
+            # state across calls and the clock: the passes above use fresh instances and few calls
+            measured = _hook_effect(probe, cls, hook, base, control, fixed)
+            effects.append(measured if first_stage else revisit(
+                probe, cls, hook, measured, Harness(_instantiate, _seed_globals, PROBE_SEED)))
     return DefenseEffect(defense=name, cls=cls.__qualname__, probe=probe.kind, declared_hooks=declared,
                          hooks=effects, inputs=len(probe.inputs), errors=_fmt_errors(base))
 
@@ -308,28 +430,38 @@ def _hook_effect(probe: Probe, cls: type[Defense], hook: HookName, base: list[_O
     without, notes = _run(probe, cls, fixed | {hook})
     if fixed:
         notes = [*notes, f"measured with {', '.join(sorted(fixed))} as the identity in both runs (the probe cannot run it)"]
-    noisy = [i for i, (a, b) in enumerate(zip(base, control)) if a.channels != b.channels]
+    noisy = [i for i, (a, b) in enumerate(zip(base, control)) if _observations_differ(probe, a, b)]
     without_again = _run(probe, cls, fixed | {hook})[0] if noisy else without
-    counts = {c: [0, 0, 0] for c in CHANNELS}  # changed, inputs, nondeterministic
+    counts = {c: [0, 0, 0, 0] for c in CHANNELS}  # changed, inputs, nondeterministic, not generated
     changed_inputs: list[int] = []
     undecided = 0
+    # a decoding that is not deterministic makes two generations differ by themselves: only a
+    # postprocess change (on one memoised draft) is still the hook's own
+    unsound_answers = probe.answers is not None and probe.answers.deterministic is False and hook != "postprocess"
     for i, (a, b) in enumerate(zip(base, without)):
         if a.channels is None or b.channels is None:
             continue
         hit = False
         for c in CHANNELS:
+            if c == "output" and (_differs(probe, a, b, c) is None or (
+                    i in noisy and control[i].channels is not None and _differs(probe, control[i], a, c) is None)):
+                counts[c][3] += 1  # the prompts differ: the prompt channel decides, the answers are not generated
+                continue
             counts[c][1] += 1
-            if i in noisy and control[i].channels is not None and control[i].channels[c] != a.channels[c]:
+            if i in noisy and control[i].channels is not None and _differs(probe, control[i], a, c) is not False:
                 # the defense is nondeterministic here: the hook is credited only if the run
                 # without it is deterministic (then the randomness is the hook's own)
-                b2 = without_again[i].channels
-                if b2 is not None and b2[c] == b.channels[c]:
+                b2 = without_again[i]
+                if b2.channels is not None and _differs(probe, b2, b, c) is False and not (c == "output" and unsound_answers):
                     counts[c][0] += 1
                     hit = True
                 else:
                     counts[c][2] += 1
                 continue
-            if a.channels[c] != b.channels[c]:
+            if _differs(probe, a, b, c):
+                if c == "output" and unsound_answers:
+                    counts[c][2] += 1  # the stack's decoding was not deterministic: an answer change is not credited
+                    continue
                 counts[c][0] += 1
                 hit = True
         if hit:
@@ -348,7 +480,8 @@ def _hook_effect(probe: Probe, cls: type[Defense], hook: HookName, base: list[_O
     owner = owner_of(cls, hook)
     common = dict(hook=hook, overridden=True, defined_in=owner.__qualname__ if owner else None,
                   location=hook_location(cls, hook),
-                  channels={c: ChannelEffect(changed=v[0], inputs=v[1], nondeterministic=v[2]) for c, v in counts.items()},
+                  channels={c: ChannelEffect(changed=v[0], inputs=v[1], nondeterministic=v[2], not_generated=v[3])
+                            for c, v in counts.items()},
                   neutral_changed=len(neutral_hit), neutral_inputs=len(neutral), triggers=triggers,
                   with_changed=len(with_hit), with_inputs=len(withs), releases=releases, errors=errors,
                   sensitivity=sensitivity(probe, cls, hook, notes))
@@ -364,6 +497,8 @@ def _hook_effect(probe: Probe, cls: type[Defense], hook: HookName, base: list[_O
     if hook in ("score_retrieval", "rewrite_context") and changed_inputs and all(
             base[i].channels["retrieval_set"] == without[i].channels["retrieval_set"]  # type: ignore[index]
             and base[i].channels["context_set"] == without[i].channels["context_set"]  # type: ignore[index]
+            # a change with the same prompt (a decoding setting the hook set) is no re-ordering
+            and base[i].channels["context"] != without[i].channels["context"]  # type: ignore[index]
             for i in changed_inputs):
         # the same passages reach the prompt, in another order: nothing is withheld or altered
         return HookEffect(verdict="inactive", reason=f"only re-orders the same passages ({where_ch}): the prompt "
@@ -382,6 +517,31 @@ def _hook_effect(probe: Probe, cls: type[Defense], hook: HookName, base: list[_O
                       "prompt and answer equal to the identity hook's)", **common)
 
 
+def _differs(probe: Probe, a: _Observation, b: _Observation, channel: str) -> bool | None:
+    """Whether ``channel`` differs between two observations (both ran). On the answer channel
+    with a stand-in on either side (``probe_answers``): equal keys are equal answers; where the
+    prompts differ, None (not generated: the prompt channel decides); where only the settings
+    differ, the answers are generated now and compared."""
+    assert a.channels is not None and b.channels is not None
+    if channel != "output" or (a.answer_key is None and b.answer_key is None):
+        return a.channels[channel] != b.channels[channel]
+    if a.answer_key == b.answer_key:
+        return False
+    if a.channels["context"] != b.channels["context"]:
+        return None
+    assert probe.answers is not None
+    a_out, b_out = (text_key(probe.answers.resolve(o.answer_key)) if o.answer_key else o.channels["output"]  # type: ignore[index]
+                    for o in (a, b))
+    return a_out != b_out
+
+
+def _observations_differ(probe: Probe, a: _Observation, b: _Observation) -> bool:
+    """Whether two runs of one input differ anywhere (an answer not generated counts as differing)."""
+    if a.channels is None or b.channels is None:
+        return a.channels is not b.channels
+    return any(_differs(probe, a, b, c) is not False for c in a.channels)
+
+
 def sensitivity(probe: Probe, cls: type[Defense], hook: HookName, notes: Sequence[str] = ()) -> list[str]:
     """What the probe could not exercise for ``hook`` of ``cls``."""
     out = list(notes)
@@ -392,12 +552,16 @@ def sensitivity(probe: Probe, cls: type[Defense], hook: HookName, notes: Sequenc
                    f"passages, top-k {probe.top_k}: an effect that needs larger pools is not exercised")
     if hook in ("generate", "postprocess") and probe.kind == "stack":
         out.append("verbatim release is seen only where the model's answer quotes a passage")
+    if probe.answers is not None:
+        out.append("answers generated only where they can decide: where a hook reads them, or where the same "
+                   "prompt went out under other settings; where the prompts differ the prompt channel decides "
+                   f"(greedy decoding; {probe.answers.determinism or 'decoding determinism not checked yet'})")
     if hook == "generate" and probe.kind == "scripted":
         out.append("scripted generator: replies follow the prompt and the effective decoding settings only; "
                    "token-level decoding (log-probabilities, voting, logit processing) is not exercised - "
                    "use --probe stack")
     per = max((sum(1 for i in probe.inputs if i.corpus == c) for c in probe.indexes), default=0)
-    out.append(f"a fresh instance per corpus, at most {per} single-turn queries each, no principal, questions "
-               "without a trailing '?': state built over more queries (budgets, rate limits, history) and "
-               "query shapes outside these are not exercised")
+    out.append(f"a fresh instance per corpus, at most {per} single-turn queries each, no principal; a hook "
+               "measured inactive or pattern-limited whose state changes between calls is run longer on one "
+               "instance (audit.stateful); query forms probed: " + ", ".join(QUERY_FORMS))
     return out

@@ -11,7 +11,9 @@ Types (``PATTERN_TYPES``): e-mails, person names, phone numbers, identifiers (SS
 account), plain numbers (codes, amounts, dates), sensitive topics (health, pay, credentials),
 payment data (card, IBAN), network data (URL, IP address), street addresses, dates of birth, and
 on the query side the same plus instruction-injection prefixes, a long query and a two-word one
-(a question of ordinary length is their neutral side).
+(a question of ordinary length is their neutral side), and the query's form (``QUERY_FORMS``: a
+trailing "?", an imperative, sentence case, capitals, padding whitespace, a line break, quotes, a
+URL, a code fence, another language), each one feature away from the same neutral question.
 """
 
 from __future__ import annotations
@@ -132,12 +134,29 @@ QUERY_PAIRS: dict[str, tuple[str, str]] = {
     "short-query": ("garden hours", NEUTRAL_QUESTION),
 }
 
+# query-form type -> the neutral question in that form: each differs from NEUTRAL_QUESTION (its
+# neutral side) in one feature of its form, not its content, so a gate on how a query is written
+# (a trailing "?", capitals, an imperative, quoting, a fence...) is named by what triggers it
+QUERY_FORMS: dict[str, str] = {
+    "question-mark": NEUTRAL_QUESTION + "?",
+    "imperative": "tell me when the community garden opens",
+    "sentence-case": NEUTRAL_QUESTION[:1].upper() + NEUTRAL_QUESTION[1:],
+    "upper-case": NEUTRAL_QUESTION.upper(),
+    "whitespace": "   " + NEUTRAL_QUESTION + " \t ",
+    "multi-line": NEUTRAL_QUESTION.replace(" garden ", "\ngarden "),
+    "quoted": f'"{NEUTRAL_QUESTION}"',
+    "url": NEUTRAL_QUESTION + ", see https://garden.example.org/hours",
+    "code-fence": f"```\n{NEUTRAL_QUESTION}\n```",
+    "language": "à quelle heure ouvre le jardin communautaire",
+}
+
 EXTRA_NEUTRAL_QUESTIONS = ("how often does the island ferry leave in winter",
                            "what can be borrowed from the village library",
                            "what can visitors see in the old harbour and its museum")
 
 PATTERN_TYPES: tuple[str, ...] = ("email", "name", "phone", "id", "number", "sensitive", "card", "network",
-                                  "address", "birthdate", "injection", "long-query", "short-query")
+                                  "address", "birthdate", "injection", "long-query", "short-query",
+                                  *QUERY_FORMS)
 
 
 @dataclass(frozen=True)
@@ -165,7 +184,7 @@ def corpora() -> dict[str, list[Document]]:
 
 
 def probe_inputs() -> list[ProbeInput]:
-    """Every probe input: the passage-side pairs, the query-side pairs and neutral questions."""
+    """Every probe input: the passage-side pairs, the query-side pairs, the query forms and neutral questions."""
     out: list[ProbeInput] = []
     for kind, (_, _, question) in PASSAGE_PAIRS.items():
         out.append(ProbeInput(f"passage:{kind}:with", question, f"with:{kind}", "with", kind, f"passage:{kind}"))
@@ -178,6 +197,8 @@ def probe_inputs() -> list[ProbeInput]:
         if without_q not in neutral_seen:
             neutral_seen.add(without_q)
             out.append(ProbeInput(f"query:{kind}:without", without_q, "neutral", "neutral", None, f"query:{kind}"))
+    for kind, question in QUERY_FORMS.items():
+        out.append(ProbeInput(f"form:{kind}:with", question, "neutral", "with", kind, f"form:{kind}"))
     for i, question in enumerate(EXTRA_NEUTRAL_QUESTIONS):
         out.append(ProbeInput(f"neutral:{i}", question, "neutral", "neutral", None, None))
     return out

@@ -14,7 +14,12 @@ undetermined           changed 0 / N > 0           inactive / active (the trace 
 any                    no trace                    the static status (undetermined stays undetermined)
 =====================  ==========================  ==================================================
 
-Changes are content changes: a re-ordering that keeps every passage, score and text is not one.
+Changes are changes of a channel (``HookActivity.effect_changed``): the top-k selected, the
+rendered prompt or the answer against the identity hook's on the same input, as the audit by
+effect measures them; a hook that changed its own output in N calls but no channel is inactive,
+and says so. Records written before the channel effect was recorded are read by their own-output
+content changes (a re-ordering that keeps every passage, score and text is not one), and the
+reason says so.
 """
 
 from __future__ import annotations
@@ -48,10 +53,15 @@ def combine(finding: HookFinding, activity: HookActivity | None = None) -> HookV
     """The verdict of ``finding`` given the hook's activity in a run (None: no trace)."""
     static = finding.status
     dyn = None
-    if activity is not None and activity.calls:
-        dyn = {"changed": activity.changed, "calls": activity.calls, "reordered": activity.reordered,
+    if activity is not None and activity.effect_calls:
+        dyn = {"changed": activity.effect_changed, "calls": activity.effect_calls,
+               "basis": "channel" if activity.by_channel else "own output",
+               "output_changed": activity.changed,
+               "reordered": activity.channel_reordered if activity.by_channel else activity.reordered,
                "releases": activity.releases, "rate": activity.rate}
     common = {"hook": finding.hook, "static": static, "pattern": finding.pattern, "dynamic": dyn}
+    unmeasured = "" if activity is None or not activity.channel_unmeasured else \
+        f"; its channel effect was unmeasured in {activity.channel_unmeasured} calls (no reference generation)"
     if static == "not-overridden":
         return HookVerdict(verdict="not-overridden", reason="inherits the base identity hook", **common)
     if dyn is not None and dyn["releases"]:
@@ -61,20 +71,32 @@ def combine(finding: HookFinding, activity: HookActivity | None = None) -> HookV
     if finding.releases_context:
         return HookVerdict(verdict="inactive", releases_context=True, reason=finding.evidence, **common)
     if dyn is None:
-        return HookVerdict(verdict=static, reason=finding.evidence, **common)
+        return HookVerdict(verdict=static, reason=finding.evidence + unmeasured, **common)
     n, m = dyn["changed"], dyn["calls"]
+    if dyn["basis"] == "channel":
+        did, none = "changed a channel in", "changed no channel in"
+        if dyn["output_changed"]:
+            reordered = f", re-ordered the same passages in {dyn['reordered']}" if dyn["reordered"] else ""
+            none = f"changed its own output in {dyn['output_changed']} calls{reordered}; no channel changed in"
+        tail = unmeasured
+    else:
+        did, none = "changed the content of", "changed the content of 0 of"
+        tail = unmeasured + "; own-output counts: these records predate the per-channel effect"
     if static == "pattern-limited":
-        return HookVerdict(verdict="pattern-limited", reason=f"{finding.evidence}; fired in {n} of {m} calls", **common)
+        return HookVerdict(verdict="pattern-limited", reason=f"{finding.evidence}; fired in {n} of {m} calls{tail}",
+                           **common)
     if n == 0:
-        why = {"active": "active in the source, but changed the content of 0 of {m} calls",
-               "inactive": "{evidence}; changed the content of 0 of {m} calls",
-               "undetermined": "undetermined statically ({evidence}); changed the content of 0 of {m} calls"}[static]
-        return HookVerdict(verdict="inactive", reason=why.format(m=m, evidence=finding.evidence), **common)
-    why = {"active": "{evidence}; changed the content of {n} of {m} calls",
-           "inactive": "the trace shows content changes in {n} of {m} calls that the static analysis did not "
-                       "find ({evidence})",
-           "undetermined": "undetermined statically ({evidence}); changed the content of {n} of {m} calls"}[static]
-    return HookVerdict(verdict="active", reason=why.format(n=n, m=m, evidence=finding.evidence), **common)
+        zero = f"{none} {m} calls"
+        why = {"active": "active in the source, but {zero}",
+               "inactive": "{evidence}; {zero}",
+               "undetermined": "undetermined statically ({evidence}); {zero}"}[static]
+        return HookVerdict(verdict="inactive", reason=why.format(zero=zero, evidence=finding.evidence) + tail, **common)
+    why = {"active": "{evidence}; {did} {n} of {m} calls",
+           "inactive": "the trace shows that it {did} {n} of {m} calls, which the static analysis did not find "
+                       "({evidence})",
+           "undetermined": "undetermined statically ({evidence}); {did} {n} of {m} calls"}[static]
+    return HookVerdict(verdict="active", reason=why.format(did=did, n=n, m=m, evidence=finding.evidence) + tail,
+                       **common)
 
 
 def problem(finding: HookFinding, verdict: HookVerdict) -> str | None:

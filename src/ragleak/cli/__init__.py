@@ -31,6 +31,10 @@ err_console = Console(stderr=True)
 ConfigOpt = typer.Option(None, "--config", help="YAML stack config (top level or a `stack:` section)")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
 RebuildCacheOpt = typer.Option(False, "--rebuild-cache", help="move the generation cache aside and start a fresh one")
+BudgetsOpt = typer.Option(None, "--budgets", help="SQLite file of the defense's budgets (ca-dp, private-rag charges); "
+                          "default: INDEX.budgets.sqlite beside the index")
+NoiseSeedOpt = typer.Option(None, "--noise-seed", help="fix the DP noise seed: a reproducible audit, not a deployment "
+                            "(default: fresh OS entropy per process)")
 
 
 def _config(config: Optional[Path], **overrides):
@@ -124,8 +128,12 @@ def ask(
     config: Optional[Path] = ConfigOpt,
     as_json: bool = JsonOpt,
     rebuild_cache: bool = RebuildCacheOpt,
+    budgets: Optional[Path] = BudgetsOpt,
+    noise_seed: Optional[int] = NoiseSeedOpt,
 ) -> None:
-    """Ask the RAG pipeline (or an HTTP endpoint) one question."""
+    """Ask the RAG pipeline (or an HTTP endpoint) one question. As `serve` does: DP noise from fresh OS
+    entropy and the defense's budgets in the SQLite file beside the index, so asking again charges the
+    same budget (a process per question would otherwise start every budget afresh)."""
     if (index is None) == (endpoint is None):
         raise typer.BadParameter("give exactly one of --index or --endpoint")
     from ragleak.pipeline.build import build_target
@@ -149,7 +157,11 @@ def ask(
     stack = Stack(cfg)
     if rebuild_cache:
         stack.rebuild_cache()
-    result = build_target(stack, stack.load_index(index), make_defense(defense)).answer(question)
+    from ragleak.defenses.budget_store import budgets_beside
+
+    ctx = stack.context(noise_seed, noise="fresh" if noise_seed is None else "fixed-seed",
+                        budgets=budgets or budgets_beside(index))
+    result = build_target(stack, stack.load_index(index), make_defense(defense), ctx=ctx).answer(question)
     data = {"answer": result.answer}
     if trace:
         data["trace"] = result.trace.model_dump(mode="json")  # type: ignore[union-attr]
@@ -170,10 +182,11 @@ def _print_trace(trace) -> None:
         table.add_row(item.passage_id, "-" if item.score is None else f"{item.score:.3f}")
     show(console, table)
     hooks = Table(title=f"hooks (defense: {trace.defense})")
-    for col in ("hook", "changed", "in", "out", "ms"):
+    for col in ("hook", "changed", "channel", "in", "out", "ms"):
         hooks.add_column(col)
-    for h in trace.hooks:
-        hooks.add_row(h.hook, "yes" if h.changed else "no", (h.digest_in or "unaudited")[:12], h.digest_out[:12], f"{h.seconds * 1000:.1f}")
+    for h in trace.hooks:  # changed: its own output; channel: what it fed (top-k, prompt, answer) vs the identity
+        hooks.add_row(h.hook, "yes" if h.changed else "no", h.channel or "-", (h.digest_in or "unaudited")[:12],
+                      h.digest_out[:12], f"{h.seconds * 1000:.1f}")
     show(console, hooks)
     console.print(f"cache hit: {trace.cache_hit}; timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in trace.timings.items()))
 
@@ -223,10 +236,8 @@ def serve(
     port: int = typer.Option(8765),
     config: Optional[Path] = ConfigOpt,
     rebuild_cache: bool = RebuildCacheOpt,
-    budgets: Optional[Path] = typer.Option(None, "--budgets", help="SQLite file of the defense's budgets (ca-dp, "
-                                           "private-rag charges); default: INDEX.budgets.sqlite beside the index"),
-    noise_seed: Optional[int] = typer.Option(None, "--noise-seed", help="fix the DP noise seed: a reproducible "
-                                             "audit, not a deployment (default: fresh OS entropy per process)"),
+    budgets: Optional[Path] = BudgetsOpt,
+    noise_seed: Optional[int] = NoiseSeedOpt,
 ) -> None:
     """Serve the pipeline as a JSON endpoint: POST /ask {"query": ...} -> {"answer", "retrieved_ids"}, and
     POST /v1/chat/completions in the OpenAI chat-completions shape. Deploy mode: DP noise from fresh OS

@@ -1,4 +1,4 @@
-"""`ragleak audit DEFENSE_NAME_OR_FILE.py [--probe scripted|stack | --run DIR] [--readings FILE] [--json] [--strict]`."""
+"""`ragleak audit DEFENSE_NAME_OR_FILE.py [--probe scripted|stack [--probe-types T,..] | --run DIR] [--readings FILE] [--json] [--strict]`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def audit_command(
                                         "each hook's effect on retrieval, prompt and answer through the real "
                                         "pipeline on paired probes (scripted: real embedder and index, scripted "
                                         "LLM; stack: the packaged LLM too); the static finding is shown beside"),
+    probe_types: Optional[str] = typer.Option(None, "--probe-types", help="with --probe: only the paired inputs of "
+                                              "these data types (comma-separated, e.g. email,injection) and every "
+                                              "neutral one - quicker, blind to hooks keyed to other types; "
+                                              "default: every type"),
     as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON"),
     strict: bool = typer.Option(False, "--strict", help="exit 2 when a declared hook is inactive, undetermined or "
                                 "missing, an override is inactive, or a hook releases the retrieved context"),
@@ -31,8 +35,12 @@ def audit_command(
             from ragleak.audit.source import AuditError as _AuditError
 
             raise _AuditError("--probe measures the hooks itself: leave out --run and --readings")
-        _probe_command(target, probe, as_json, strict)
+        _probe_command(target, probe, as_json, strict, probe_types)
         return
+    if probe_types is not None:
+        from ragleak.audit.source import AuditError as _AuditError
+
+        raise _AuditError("--probe-types selects the inputs of --probe: name --probe scripted or stack")
     from pydantic import ValidationError
     from rich.console import Console
 
@@ -65,8 +73,11 @@ def audit_command(
                 if cell["static"] != "not-overridden" or cell["declared"]:
                     verdict = "releases context" if cell["releases_context"] else cell["verdict"]
                     dyn = cell["dynamic"]
-                    did = "fired in" if cell["verdict"] == "pattern-limited" else "changed the content of"
+                    by_channel = dyn is not None and dyn.get("basis") == "channel"
+                    did = "fired in" if cell["verdict"] == "pattern-limited" else \
+                        "changed a channel in" if by_channel else "changed the content of"
                     trace = "" if dyn is None else f"; trace: {did} {dyn['changed']} of {dyn['calls']} calls" + \
+                        (f", its own output in {dyn['output_changed']}" if by_channel else "") + \
                         (f", re-ordered only {dyn['reordered']}" if dyn["reordered"] else "") + \
                         (f", released context {dyn['releases']}" if dyn["releases"] else "")
                     pattern = f"; pattern: {cell['pattern']}" if cell["pattern"] else ""
@@ -82,16 +93,30 @@ def audit_command(
             raise StubHookError("strict audit failed: " + "; ".join(problems))
 
 
-def _probe_command(target: str, probe: str, as_json: bool, strict: bool) -> None:
-    """The audit by effect (``audit.effect``), printed or as JSON; exit 2 under --strict on a problem."""
+def _probe_command(target: str, probe: str, as_json: bool, strict: bool, types: str | None = None) -> None:
+    """The audit by effect (``audit.effect``), printed or as JSON with what the probe cost (model
+    generations, answers left ungenerated, seconds); exit 2 under --strict on a problem."""
+    import time
+
     from rich.console import Console
 
     from ragleak.audit.effect import audit_by_effect
     from ragleak.audit.inventory import StubHookError
+    from ragleak.audit.probe import build_probe, select_inputs
+    from ragleak.audit.runtime import defense_classes
 
-    audits = audit_by_effect(target, probe)
+    wall, cpu = time.perf_counter(), time.process_time()
+    defense_classes(target)  # a target that does not import fails before the model loads
+    chosen = select_inputs([t.strip() for t in types.split(",") if t.strip()]) if types is not None else None
+    built = build_probe(probe, inputs=chosen)  # type: ignore[arg-type]
+    try:
+        audits = audit_by_effect(target, probe, probe=built)
+    finally:
+        built.close()
+    cost = {**built.cost().model_dump(mode="json"), "wall_s": round(time.perf_counter() - wall, 1),
+            "cpu_s": round(time.process_time() - cpu, 1), "types": "all" if types is None else types}
     if as_json:
-        data = {"probe": probe, "defenses": [a.model_dump(mode="json") for a in audits]}
+        data = {"probe": probe, "cost": cost, "defenses": [a.model_dump(mode="json") for a in audits]}
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     else:
         console = Console()
@@ -114,6 +139,10 @@ def _probe_command(target: str, probe: str, as_json: bool, strict: bool) -> None
                     say(f"    not exercised: {note}")
             for problem in a.problems:
                 say(f"  problem: {problem}")
+        say(f"probe {probe} on {cost['inputs']} inputs ({cost['types']} types): {cost['generations']} model "
+            f"generations, {cost['cache_hits']} cache hits, {cost['never_generated']} answers never needed; "
+            f"{cost['wall_s']} s wall, {cost['cpu_s']} s CPU" +
+            (f"; {cost['determinism']}" if cost["determinism"] else ""))
     if strict:
         problems = [f"{a.cls}: {p}" for a in audits for p in a.problems]
         if problems:

@@ -39,6 +39,7 @@ _HOOK_TITLES = {"score_retrieval": "retrieval", "rewrite_context": "context", "g
 
 def render_table_one(rows: Sequence[dict[str, Any]]) -> Table:
     """Table I as a rich table; ``problems`` of each row are left to the caller to list."""
+    from ragleak.audit.dashboard import dynamic_text
     table = Table(title="Table I: hook status per defense")
     table.add_column("defense")
     for hook in HOOK_NAMES:
@@ -49,15 +50,15 @@ def render_table_one(rows: Sequence[dict[str, Any]]) -> Table:
         for hook in HOOK_NAMES:
             c = row["hooks"][hook]
             label, style = _SHORT["releases-context" if c.get("releases_context") else c.get("verdict", c["static"])]
-            text = label + ("*" if c["declared"] else "")
-            if c["dynamic"] is not None:
-                text += f" {c['dynamic']['changed']}/{c['dynamic']['calls']}"
-            cells.append(f"[{style}]{text}[/]")
+            text = label + ("*" if c["declared"] else "") + dynamic_text(c["dynamic"])
+            cells.append(f"[{style}]{escape(text)}[/]")
         name = row["defense"] if row["defense"] == row["class"] else f"{row['defense']} ({row['class']})"
         status = row["status"] + (" [red]![/]" if row["problems"] else "")
         table.add_row(name, *cells, status)
-    table.caption = ("combined verdict per hook (static dataflow + the run's trace); * declared in `hooks`; "
-                     "N/M: changed the content of N of M calls in the run; ! see problems")
+    table.caption = ("combined verdict per hook (static dataflow + the run's per-channel effect); * declared in "
+                     "`hooks`; N/M: changed a channel (the selected top-k, the prompt, the answer; against the "
+                     "identity hook on the same input) in N of M calls; (own K): its own output changed in K calls; "
+                     "~: own-output counts (records from before the per-channel effect); ! see problems")
     return table
 
 

@@ -42,6 +42,8 @@ def verify_command(
     params: Optional[list[str]] = typer.Option(None, "--params", "-p", help="defense parameter key=value (repeatable, or comma-separated)"),
     trials: int = typer.Option(10000, "--trials", help="most trials per corpus per scenario (sequential looks stop earlier when decided)"),
     max_seconds: float = typer.Option(600.0, "--max-seconds", help="wall-clock budget; scenarios cut short read inconclusive"),
+    max_trials: Optional[int] = typer.Option(None, "--max-trials", help="planned maximum trials per world: undecided scenarios go on past --trials (2x, 4x, ...) while --extend-cpu-seconds allows (default 4 x --trials; = --trials: no extension)"),
+    extend_cpu_seconds: float = typer.Option(300.0, "--extend-cpu-seconds", help="CPU seconds of the run after which no extension look starts"),
     queries: int = typer.Option(0, "--queries", help="also ask the single-document pair T times per trial (new conversations) against eps(T)"),
     stress: Optional[list[str]] = typer.Option(None, "--stress", help="only these stresses: contested, single, multi-chunk, pool-edge, near-duplicate, chunk-count (repeatable)"),
     adjacency: str = typer.Option("both", "--adjacency", help="both: substitution and add/remove pairs; card: the card's own adjacency only"),
@@ -79,6 +81,7 @@ def verify_command(
     settings = VerifySettings(trials=trials, alpha=alpha, seed=seed, top_k=stack.top_k, candidate_k=stack.candidate_k,
                               stresses=tuple(stress) if stress else STRESSES, queries=queries,
                               adjacencies=adjacency, max_seconds=max_seconds,  # type: ignore[arg-type]
+                              max_trials=max_trials, extend_cpu_seconds=extend_cpu_seconds,
                               colluders=tuple(colluders) if colluders else COLLUDERS, per_token=per_token)
     err = Console(stderr=True)
     with err.status(f"verify {defense}: up to {trials} trials per world") as status:

@@ -150,7 +150,9 @@ class CompositionAwareDP(Defense):
         if self._refuse:
             return candidates  # the fallback turn uses no passages (rewrite_context)
         p = self.params
-        return noisy_selection(self.corpus.documents(query, candidates), p.k, p.turn_epsilon, p.clip_low, p.clip_high,
+        # rank order keeps each row's draw where it was; only the k selected documents' text is read
+        pool = self.corpus.document_pool(query, candidates).in_rank_order()
+        return noisy_selection(pool, p.k, p.turn_epsilon, p.clip_low, p.clip_high,
                                "laplace", self.ctx.noise_rng(f"defense/{self.name}"))
 
     def rewrite_context(self, query: str, passages: list[Passage]) -> list[Passage]:

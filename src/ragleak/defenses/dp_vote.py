@@ -15,13 +15,15 @@ rank-order - assignment is what makes the coupling argument work: the new docume
 evicted one's slot, so exactly one voter's group differs. (Splitting by rank would let one
 insertion shift every later group.)
 
-Generation. All m voter prompts plus one no-retrieval ("public") prompt decode in lock-step in
-one llama.cpp context (``rag.multiseq``). At each step the public top-``domain_size`` tokens (plus
-the end-of-turn token) form the candidate domain, each voter votes for its most likely candidate,
-and a token is released from the vote histogram by ``_vote.VoteReleaser`` (every token private)
-or ``_vote.SparseVoteReleaser`` (the public token is free unless the SVT detects disagreement).
-The released token is appended to every prompt; generation stops at an end token, after
-``max_new_tokens``, or (sparse) after the ``max_discoveries``-th private release.
+Generation. The m voter prompts decode in lock-step in one llama.cpp context (``rag.multiseq``)
+and the no-retrieval ("public") prompt alone in a second one, so its rows cannot depend on the
+voters' batch (whose prompts hold the private documents). At each step the public
+top-``domain_size`` tokens (plus the end-of-turn token) form the candidate domain, each voter
+votes for its most likely candidate, and a token is released from the vote histogram by
+``_vote.VoteReleaser`` (every token private) or ``_vote.SparseVoteReleaser`` (the public token is
+free unless the SVT detects disagreement). The released token is appended to every prompt;
+generation stops at an end token, after ``max_new_tokens``, or (sparse) after the
+``max_discoveries``-th private release.
 
 Guarantee (``guarantee``): per answered query, w.r.t. adding/removing one document, for the
 answer text only: variant "vote" is (max_new_tokens * eps_token)-DP, variant "sparse" is
@@ -36,6 +38,7 @@ in the pool) and states one voter per document.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import ClassVar, Literal, Sequence
 
 from pydantic import Field
@@ -63,7 +66,7 @@ class DPVoteParams(DefenseParams):
 
 class DPVote(Defense):
     name: ClassVar[str] = "dp-vote"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"
     epsilon_param: ClassVar[str | None] = "eps_token"
     hooks: ClassVar[frozenset[HookName]] = frozenset({"score_retrieval", "generate"})
     Params: ClassVar[type[DefenseParams]] = DPVoteParams
@@ -72,6 +75,7 @@ class DPVote(Defense):
         super().__init__(params, **kwargs)
         self._decoder: LlamaMultiSequence | None = None
         self.last_release: dict[str, float] = {}
+        self.last_domains: list[tuple[int, ...]] = []  # the public candidate tokens of each step of the last answer
         self.corpus = CorpusPool()
 
     def begin_query(self, index, history: Sequence[Turn], principal: str | None = None) -> None:
@@ -79,7 +83,7 @@ class DPVote(Defense):
 
     def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
         """The k best documents of the whole corpus, each as its best passage (deterministic)."""
-        return self.corpus.documents(query, candidates)[: self.params.k]
+        return self.corpus.document_pool(query, candidates).ranked(self.params.k)  # only the k read
 
     def voter_groups(self, passages: list[Passage]) -> list[list[Passage]]:
         """Deal the documents into m groups by a uniformly random permutation (empty groups allowed);
@@ -106,21 +110,28 @@ class DPVote(Defense):
     def generate(self, messages: Sequence[ChatMessage], passages: list[Passage], generator: Generator) -> str:
         system, query, history = parse_rag_messages(messages, passages)
         groups = self.voter_groups(passages)
-        prompts = [generator.render(build_rag_messages(query, group, system, history)) for group in [[]] + groups]
+        public = generator.render(build_rag_messages(query, [], system, history))
+        voters = [generator.render(build_rag_messages(query, group, system, history)) for group in groups]
         decoder, releaser, tokens = self.decoder(generator), self.releaser(), []
-        with decoder.session(prompts, self.params.max_new_tokens) as session:
+        self.last_domains = []
+        with ExitStack() as sessions:
+            # the public prompt in a session of its own: a batched step's arithmetic depends on its batch-mates
+            # (their lengths hold the private documents), and near-tied tokens at the domain's edge flip with it
+            alone = sessions.enter_context(decoder.session([public], self.params.max_new_tokens))
+            voting = sessions.enter_context(decoder.session(voters, self.params.max_new_tokens))
             ends = decoder.end_tokens()
             for _ in range(self.params.max_new_tokens):
-                logprobs = session.logprobs()
-                domain = candidate_domain(logprobs[0], self.params.domain_size, ends)
-                counts = vote_histogram(logprobs[1:], domain)
+                domain = candidate_domain(alone.logprobs()[0], self.params.domain_size, ends)
+                self.last_domains.append(tuple(int(t) for t in domain))
+                counts = vote_histogram(voting.logprobs(), domain)
                 token = int(domain[releaser.release(counts, public_index=0)])  # domain[0] = public argmax
                 if decoder.is_end(token):
                     break
                 tokens.append(token)
                 if releaser.exhausted:
                     break
-                session.append(token)
+                alone.append(token)
+                voting.append(token)
         self.last_release = {"tokens": len(tokens), "private_releases": releaser.private_releases}
         return decoder.detokenize(tokens).strip()
 

@@ -144,8 +144,10 @@ class PrivateRAG(Defense):
 
     def score_retrieval(self, query: str, candidates: list[Scored]) -> list[Scored]:
         p = self.params
-        relevant = [d for d in self.corpus.documents(query, candidates)
-                    if d.score > p.tau and self.filter.is_active(d.passage.doc_id)]
+        pool = self.corpus.document_pool(query, candidates)
+        rows = pool.best_rows()
+        # text is read only for the documents above the public threshold (scores come from the vectors)
+        relevant = [d for d in pool.take(rows[pool.scores[rows] > p.tau]) if self.filter.is_active(d.passage.doc_id)]
         # committed before any token is generated; only documents whose charge went through may
         # vote (another server sharing the ledger may have retired one since this one last read)
         charged = self.filter.charge([s.passage.doc_id for s in relevant])

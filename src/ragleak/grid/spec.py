@@ -234,7 +234,15 @@ CANARY_SEEDS = [101, 102, 103]
 # The MI statistics presets (issue 37): enough candidates to resolve TPR at 1% FPR (300 non-members:
 # 3 may score above the threshold) and 100 members; a KB of 150 so the members are a sample of it.
 STATISTICS_MI = {"n_members": 100, "n_nonmembers": 300, "kb_size": 150}
-STATISTICS_ATTACKS = ["mi", "mi-entailment", "mi-interrogation", "mi-dcmi"]
+# Today's MI (the baseline) beside mi-entailment on the same candidates, answers cut at 48 tokens
+# (mi-entailment's answers are a few words; mi's probe keeps ~35 words of the held-out half).
+# Measured cost (bench_mi-2026-12-07-pilot.json; 2 shared cores under load, so inflated): 15-29 CPU-s
+# per candidate for mi-entailment and 20-30 for mi (2 queries each; the target's prefill of 5
+# passages dominates), i.e. ~2-3 CPU-h per attack on a 400-candidate corpus, ~4-6.5 CPU-h per
+# corpus for both; `--dry-run` prices the preset at ~4.5 h on 2 workers (both corpora, 3,200 model calls).
+# mi-interrogation (5 queries) and mi-dcmi (2) are left out to fit a session; run them by --config.
+STATISTICS_ATTACKS = ["mi", "mi-entailment"]
+STATISTICS_STACK = {"decoding": {"max_tokens": 48}}
 # A defense that draws noise is read over 3 seeds, so its run-to-run variance is inside the interval
 # (metrics.membership.membership_over_runs); at the paper's 10 + 100 to stay within a session's hours.
 STATISTICS_SEEDS = [1, 2, 3]
@@ -292,8 +300,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "attacks": STATISTICS_ATTACKS,
         "defenses": ["none"],
         "corpora": ["synthetic-corp", "chatterbot-qa"],
-        "attack_params": {a: STATISTICS_MI for a in STATISTICS_ATTACKS},
-        "corpus_params": {c: {"n_docs": 450} for c in ("synthetic-corp", "chatterbot-qa")},
+        "attack_params": {"mi": STATISTICS_MI, "mi-entailment": {**STATISTICS_MI, "n_questions": 2}},
+        # chatterbot-qa whole: its 2,026 conversations hold 899 distinct texts, and the split drops repeats
+        "corpus_params": {"synthetic-corp": {"n_docs": 450}, "chatterbot-qa": {"n_docs": 2026}},
+        "stack": STATISTICS_STACK,
     },
     # MI under the defenses that draw noise, 3 seeds each, beside the undefended baseline
     "statistics-dp": {

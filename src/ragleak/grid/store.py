@@ -102,7 +102,9 @@ class CellRecord(BaseModel):
     transcript_digest: str | None = None
     release_digest: str | None = Field(default=None, description="Transcript.release_digest: the dedup fingerprint")
     hook_summary: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="hook -> {changed, calls (audited)} (+ unaudited, where the audit skipped some)")
+        default_factory=dict, description="hook -> {changed, calls (audited), reordered, releases} (+ unaudited, where "
+                                          "the audit skipped some; + channel_calls, channel_changed, channel_reordered, "
+                                          "channel_unmeasured: the per-channel effect, absent in older records)")
     audit: dict[str, Any] = Field(
         default_factory=dict, description="the audit policy the cell ran under and its generate-hook references "
                                           "(mode, fraction, references {generated, cached, skipped}, audited_share)")
@@ -168,20 +170,11 @@ def error_record(spec: CellSpec, exc: BaseException, total_s: float) -> CellReco
 
 
 def _hook_summary(transcript: "Transcript") -> dict[str, dict[str, int]]:
-    summary: dict[str, dict[str, int]] = {}
-    for q in transcript.queries:
-        if q.trace is None:
-            continue
-        for h in q.trace.hooks:
-            row = summary.setdefault(h.hook, {"changed": 0, "calls": 0, "reordered": 0, "releases": 0})
-            row["releases"] += int(h.releases_context)
-            if h.audited:
-                row["calls"] += 1
-                row["changed"] += int(h.changed)
-                row["reordered"] += int(h.order_only)
-            else:  # only where the audit policy skipped a reference generation
-                row["unaudited"] = row.get("unaudited", 0) + 1
-    return summary
+    """Per hook, the own-output counts and the per-channel effect counts of the cell's calls
+    (``audit.trace.tally``: Table I reads the channel counts where a row has them)."""
+    from ragleak.audit.trace import tally
+
+    return dict(tally(h for q in transcript.queries if q.trace is not None for h in q.trace.hooks))
 
 
 def _engine() -> dict[str, str]:

@@ -8,6 +8,9 @@ settings the generator had before the defense ran; when a defense replaces ``gen
 pipeline computes that reference first (through the cache, so a baseline run that already made
 it costs nothing) - otherwise the audit could not tell a generation defense that acts from one
 that only claims to. Text hooks whose output carries a retrieved passage verbatim are flagged.
+Each hook record also carries the call's effect on the channel the hook feeds, against the identity
+on the same input (``HookRecord.channel``, ``pipeline.channel_keys``): the top-k the identity's
+scores select, the prompt rendered from the hook's input passages, the reference or the draft.
 
 That reference is a full plain generation per query, most of the cost of a private-rag or
 dp-vote query, so ``AuditPolicy`` says when to pay for it: ``all`` (every query), ``sample``
@@ -26,6 +29,7 @@ from typing import Any, Callable, Literal, Sequence
 from ragleak.context import RunContext
 from ragleak.defenses.base import Defense
 from ragleak.errors import CacheCorruptError
+from ragleak.pipeline.channel_keys import prompt_change, retrieval_change, select_top_k, text_change, text_key
 from ragleak.rag.generator import Generation, Generator
 from ragleak.rag.index import PassageIndex
 from ragleak.rag.prompt import DEFAULT_SYSTEM_PROMPT, build_rag_messages
@@ -109,9 +113,7 @@ def _scored_content(scored: list[Scored]) -> str:
     return digest(sorted([s.passage.id, s.passage.text, s.score] for s in scored))
 
 
-def _text_content(text: str) -> str:
-    """Whitespace-normalised: re-spacing carries no content."""
-    return digest(" ".join(str(text).split()))
+_text_content = text_key  # whitespace-normalised: re-spacing carries no content
 
 
 #: Shorter passages are not flagged as released: a short fragment can occur in an answer by chance.
@@ -175,23 +177,36 @@ class RAGPipeline:
         before = copy.deepcopy(candidates)
         t = time.perf_counter()
         rescored = list(defense.score_retrieval(query, list(candidates)))
-        hooks.append(HookRecord(hook="score_retrieval", digest_in=_scored_digest(before),
-                                digest_out=_scored_digest(rescored), content_in=_scored_content(before),
-                                content_out=_scored_content(rescored), seconds=time.perf_counter() - t))
+        seconds = time.perf_counter() - t
+        selected = select_top_k(rescored, self.top_k)  # stable: ties keep the defense's order
+        d_in, d_out = _scored_digest(before), _scored_digest(rescored)
+        c_in, c_out = _scored_content(before), _scored_content(rescored)
+        # the channel: the top-k the identity's scores select vs the hook's (a monotone rescoring
+        # or a pool cap above top-k changes the hook's output, not what is selected)
+        channel = "unchanged" if d_in == d_out else retrieval_change(select_top_k(before, self.top_k), selected,
+                                                                     permutation=c_in == c_out)
+        hooks.append(HookRecord(hook="score_retrieval", digest_in=d_in, digest_out=d_out, content_in=c_in,
+                                content_out=c_out, seconds=seconds, channel=channel))
         candidates = before
-
-        # stable sort: ties keep the defense's order
-        selected = sorted(rescored, key=lambda s: -s.score)[: self.top_k]
         passages = [s.passage for s in selected]
 
         before_passages = copy.deepcopy(passages)
         t = time.perf_counter()
         context = list(defense.rewrite_context(query, list(passages)))
-        hooks.append(HookRecord(hook="rewrite_context", digest_in=_passage_digest(before_passages),
-                                digest_out=_passage_digest(context), content_in=_passage_content(before_passages),
-                                content_out=_passage_content(context), seconds=time.perf_counter() - t))
+        seconds = time.perf_counter() - t
+        d_in, d_out = _passage_digest(before_passages), _passage_digest(context)
+        # the channel: the prompt rendered from the hook's passages vs from its input (string formatting)
+        channel = "unchanged" if d_in == d_out else prompt_change(
+            self._render(query, before_passages, history), self._render(query, context, history),
+            before_passages, context)
+        hooks.append(HookRecord(hook="rewrite_context", digest_in=d_in, digest_out=d_out,
+                                content_in=_passage_content(before_passages), content_out=_passage_content(context),
+                                seconds=seconds, channel=channel))
         return Retrieval(candidates=list(candidates), rescored=rescored, selected=selected, context=context,
                          hooks=hooks, timings=timings)
+
+    def _render(self, query: str, passages: list[Passage], history) -> str:
+        return self.generator.render(build_rag_messages(query, passages, self.system_prompt, history))
 
     def answer(self, query: str, history: list[Turn] | tuple[Turn, ...] = (), principal: str | None = None) -> Response:
         """One query through the defense's hooks; ``principal`` is the client id the target was
@@ -350,13 +365,15 @@ class RAGPipeline:
                                 content_in=_text_content(reference) if audited else None,
                                 content_out=_text_content(draft),
                                 released=released_passages(draft, context, reference) if audited else [],
-                                seconds=seconds))
+                                seconds=seconds, channel=text_change(reference, draft)))
 
         t = time.perf_counter()
         answer = defense.postprocess(query, draft, list(context))
+        post_s = time.perf_counter() - t
         hooks.append(HookRecord(hook="postprocess", digest_in=digest(draft), digest_out=digest(answer),
                                 content_in=_text_content(draft), content_out=_text_content(answer),
-                                released=released_passages(answer, context, draft), seconds=time.perf_counter() - t))
+                                released=released_passages(answer, context, draft), seconds=post_s,
+                                channel=text_change(draft, answer)))
 
         context_scores = {s.passage.id: s.score for s in r.selected}
         trace = Trace(

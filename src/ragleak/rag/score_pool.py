@@ -54,6 +54,12 @@ class ScorePool:
         """The ``n`` best units as scored passages, best first (reads their text)."""
         return self.take(self.best_rows(n))
 
+    def in_rank_order(self) -> "ScorePool":
+        """The same units, best first (row i is the i-th best), still without reading any text: for a
+        mechanism whose rows were historically drawn in rank order (its draws under a seed stay the same)."""
+        order = self.best_rows()
+        return ScorePool(self.scores[order], lambda chosen: self.fetch([int(order[int(r)]) for r in chosen]))
+
     def subset(self, rows: Sequence[int]) -> "ScorePool":
         """The pool restricted to ``rows`` (kept in the pool's own order)."""
         keep = np.sort(np.asarray(rows, dtype=np.int64))

@@ -135,6 +135,8 @@ def evidence_html(summary: dict[str, Any], show_leaks: bool) -> str:
 
 
 def table_one_html(rows: list[dict]) -> str:
+    from ragleak.audit.dashboard import dynamic_text
+
     out = []
     for row in rows:
         cells = [_td(row["defense"]), _td(row["status"])]
@@ -144,7 +146,7 @@ def table_one_html(rows: list[dict]) -> str:
             verdict = c.get("verdict", c["static"])
             text = ("releases context" if c.get("releases_context") else verdict) + \
                 ("" if verdict == c["static"] else f" [static: {c['static']}]") + \
-                ("" if not dyn else f" ({dyn['changed']}/{dyn['calls']})")
+                ("" if not dyn else f" ({dynamic_text(dyn).strip()})")
             cells.append(_td(text, "releases-context" if c.get("releases_context") else verdict))
         cells.append(_td("; ".join(row["problems"]) or "-"))
         out.append(cells)
@@ -505,7 +507,11 @@ def render(summary: dict[str, Any], figures: dict[str, str | None], show_leaks: 
     if table_one:
         parts.append(_section("audit", "Table I: is each defense on the path it claims?",
                               "<p class='sub'>static status from the source (ast); in brackets: calls in this run "
-                              "where the hook changed its input / calls.</p>" + table_one_html(table_one),
+                              "in which the hook changed a channel (the selected top-k, the rendered prompt or the "
+                              "answer, against the identity hook on the same input) / calls measured; (own K): "
+                              "calls in which its own output changed; ~: own-output counts, from records written "
+                              "before the per-channel effect. A hook that changed its own output but no channel "
+                              "is inactive.</p>" + table_one_html(table_one),
                               collapsed=True))
     cells_two = without_duplicates(summary.get("table_two") or [], ("delta", "low", "high"))
     if cells_two or (table_one and summary.get("levels")):

@@ -129,10 +129,11 @@ def aggregate(records: list[CellRecord], seed: int = 0) -> dict[str, Any]:
 
 
 def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any]:
-    """Table I (static inventory + dynamic activity from the cells' hook summaries) and Table II."""
+    """Table I (static inventory + each hook's per-channel effect from the cells' hook summaries)
+    and Table II."""
     from ragleak.audit.dashboard import MetricReading, table_one, table_two
     from ragleak.audit.inventory import inventory_class
-    from ragleak.audit.trace import HookActivity
+    from ragleak.audit.trace import activity_of
     from ragleak.defenses import defense_class
 
     defenses = sorted({r.spec.defense for r in records})
@@ -148,14 +149,13 @@ def audit_tables(records: list[CellRecord], deltas: list[dict]) -> dict[str, Any
         except Exception as exc:  # an unimportable defense is shown as a problem, not a crash
             log.warning("cannot audit defense %s: %s", name, exc)
             continue
-        totals: dict[str, dict[str, int]] = defaultdict(lambda: {"changed": 0, "calls": 0, "reordered": 0,
-                                                                 "releases": 0, "unaudited": 0})
+        rows: dict[str, list[dict[str, int]]] = defaultdict(list)
         for r in records:
             if r.spec.defense == name:
                 for hook, row in r.hook_summary.items():
-                    for key in totals[hook]:
-                        totals[hook][key] += row.get(key, 0)  # older records lack the later keys
-        activity[name] = {hook: HookActivity(defense=name, hook=hook, **row) for hook, row in totals.items()}
+                    rows[hook].append(row)
+        # the per-channel effect where every cell recorded it; older records: their own-output counts
+        activity[name] = {hook: activity_of(name, hook, hook_rows) for hook, hook_rows in rows.items()}
     audited = {inv.defense for inv in inventories}
     readings = [MetricReading(defense=d["defense"], metric=d["metric"], delta=d["delta"], low=d["low"], high=d["high"])
                 for d in deltas if d["defense"] in audited]

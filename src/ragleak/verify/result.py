@@ -63,8 +63,12 @@ class EventResult(_Record):
     n_neighbour: int
     p_world: float = Field(description="p(D): share of held-out trials on D where the event happened")
     p_neighbour: float = Field(description="p(D')")
-    eps_lb: float = Field(description="Clopper-Pearson lower bound on epsilon (at this look's Bonferroni level)")
+    eps_lb: float = Field(description="lower bound on epsilon (at this look's Bonferroni level), from `estimator`")
     look: int = Field(description="the sequential look (1-based) that certified it")
+    estimator: str = Field(default="clopper-pearson",
+                           description="what gave eps_lb: 'clopper-pearson' (the event's two rates) or "
+                                       "'guessing (steinke)' / 'guessing (f-dp)' (the one-run guessing game on the "
+                                       "event's score, verify.one_run)")
 
 
 class Claim(_Record):

@@ -18,15 +18,20 @@ with ``max_new_tokens`` the single pair again at ``max_new_tokens=1`` (the per-t
 The claim is the card the defense states after serving each corpus (the more lenient of the two;
 void on either: the scenario is void).
 
-Power and error control (``events``, ``result``). A claim at or above the ceiling of the full
-trials is reported inconclusive without running. The others run in sequential looks (1/8, 1/4,
-1/2 and all of ``trials``, spending 10/15/25/50% of the scenario's alpha); at each look the
-events are chosen on the first 30% of the trials so far and certified on the rest, at
-alpha / (scenarios tested) * (look's share) / (events certified). A scenario stops at the first
-look that certifies an event above the claim (broken), or, before the last look, when every
-chosen event's estimated log ratio is FUTILITY_Z standard errors below the claim (holds: the
-rule can only lower the chance of a broken verdict, so the error control stands; it applies
-from FUTILITY_MIN_TRIALS trials per world).
+Power and error control (``events``, ``result``). A claim at or above the ceiling of ``trials``
+is reported inconclusive without running. The others run in sequential looks (1/8, 1/4, 1/2 and
+all of ``trials``, spending 10/15/25/50% of the scenario's alpha; with a planned maximum past
+``trials``, ``max_trials``, default 4x: 10/15/20/25% there and 30% over the extension looks at
+2x, 4x, ...); at each look the events are chosen on the first 30% of the trials so far and
+certified on the rest, at alpha / (scenarios tested) * (look's share) / (events certified). The
+schedule is fixed before any trial: a look that does not run (its scenario decided, or the CPU
+budget ``extend_cpu_seconds`` spent: extension looks go to the undecided scenarios in order of
+promise, each only when its projected cost fits) leaves its share unspent, which can only lower
+the chance of a broken verdict. A scenario stops at the first look that certifies an event above
+the claim (broken), or, before the last look, when every chosen event's estimated log ratio is
+FUTILITY_Z standard errors below the claim (holds: the rule can only lower the chance of a
+broken verdict, so the error control stands; it applies from FUTILITY_MIN_TRIALS trials per
+world).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import logging
 import math
 import re
 import time
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Literal
@@ -52,6 +58,7 @@ from ragleak.rag.index import PassageIndex
 from ragleak.records import Passage, Trace
 from ragleak.testing import tiny_stack
 from ragleak.verify import events as ev
+from ragleak.verify.one_run import guess_bound, guess_ceiling
 from ragleak.verify.embedding import DesignedEmbedder
 from ragleak.verify.result import (EXIT_CODES, Claim, EventResult, ScenarioResult, Verdict, VerifyReport, broken_line,
                                    combine, holds_line, inconclusive_line, void_line)
@@ -63,6 +70,12 @@ log = logging.getLogger(__name__)
 _WORD = re.compile(r"[a-z]+")
 #: sequential looks: share of the trials, and share of the scenario's alpha spent there
 LOOKS = ((0.125, 0.1), (0.25, 0.15), (0.5, 0.25), (1.0, 0.5))
+#: ... when the plan goes on past ``trials`` (``max_trials``): the base looks spend this, and the
+#: extension looks (2x, 4x, ... ``trials``, then ``max_trials``) share EXTENSION_SPEND evenly
+LOOKS_EXTENDED = ((0.125, 0.1), (0.25, 0.15), (0.5, 0.2), (1.0, 0.25))
+EXTENSION_SPEND = 0.3
+#: the planned maximum when ``max_trials`` is not given: this many times ``trials``
+EXTEND = 4
 #: a look stops a scenario as holding when every chosen event's log ratio is below the claim by
 #: this many standard errors (futility: it can only lower the chance of a broken verdict)
 FUTILITY_Z = 3.0
@@ -96,6 +109,14 @@ class VerifySettings:
     per_token: bool = True
     #: stop the run at the first look that finds a broken scenario (the rest read inconclusive)
     stop_when_broken: bool = True
+    #: the planned maximum trials per world (None: EXTEND x trials; = trials: no extension). A
+    #: scenario still undecided at ``trials`` goes on to looks at 2x, 4x, ... trials, the most
+    #: promising first, while the run's CPU time allows (the alpha of those looks is fixed here,
+    #: before any trial; a look that does not run leaves its share unspent)
+    max_trials: int | None = None
+    #: CPU seconds of the whole run (one core) after which no extension look starts, nor one
+    #: whose projected cost would end past it
+    extend_cpu_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         if self.trials < 4:
@@ -108,17 +129,39 @@ class VerifySettings:
             raise ConfigError("max_seconds must be > 0")
         if any(k < 1 for k in self.colluders):
             raise ConfigError("colluders must be >= 1")
+        if self.max_trials is not None and self.max_trials < self.trials:
+            raise ConfigError("max_trials must be >= trials")
+        if self.extend_cpu_seconds < 0:
+            raise ConfigError("extend_cpu_seconds must be >= 0")
+
+    @property
+    def planned_max(self) -> int:
+        return EXTEND * self.trials if self.max_trials is None else self.max_trials
+
+    def base_trials(self) -> int:
+        """The look at ``trials``: where a scenario is judged when it is not extended."""
+        return max(4, self.trials)
 
     def looks(self) -> list[int]:
         return sorted(self.look_shares())
 
+    def extension_looks(self) -> list[int]:
+        return [n for n in self.looks() if n > self.base_trials()]
+
     def look_shares(self) -> dict[int, float]:
         """Trials per world at each look and the share of a scenario's alpha spent there (looks
         that coincide at a small ``trials`` pool their shares)."""
+        top = max(self.base_trials(), self.planned_max)
+        extension, n = [], self.base_trials()
+        while n < top:
+            n = min(2 * n, top)
+            extension.append(n)
         out: dict[int, float] = {}
-        for share, spend in LOOKS:
+        for share, spend in (LOOKS_EXTENDED if extension else LOOKS):
             n = max(4, math.ceil(share * self.trials))
             out[n] = out.get(n, 0.0) + spend
+        for n in extension:
+            out[n] = EXTENSION_SPEND / len(extension)
         return out
 
 
@@ -312,14 +355,18 @@ def _verify(defense: str | type[Defense], params: dict, settings: VerifySettings
     for number, plan in enumerate(plans):
         s = plan.scenario
         scores = {d.passage.text: d.score for d in s.world + s.neighbour}
-        # disjoint seeds per plan and world: trials are independent within a world
-        start = settings.seed * 1_000_003 + number * 2 * (settings.trials + 1) + 1
+        # disjoint seeds per verify seed, plan and world, up to the planned maximum of trials
+        span = settings.planned_max + 1
+        start = ((settings.seed * len(plans) + number) * 2) * span + 1
         pair = tuple(_World(plan.proto, s, [d.passage for d in w], scores, settings, a, boundary)
-                     for w, a in ((s.world, start), (s.neighbour, start + settings.trials + 1)))
+                     for w, a in ((s.world, start), (s.neighbour, start + span)))
         worlds[number] = pair  # type: ignore[assignment]
         _claim(plan, pair, settings)
-    full_m = looks[-1] - ev.split(looks[-1])
-    last_share = settings.look_shares()[looks[-1]]
+    # testability, the family and the verdict of an unextended scenario rest on the base looks
+    # (up to ``trials``); the extension looks can only add a chance to find a break
+    base = settings.base_trials()
+    full_m = base - ev.split(base)
+    last_share = settings.look_shares()[base]
 
     def testable(plan: _Plan, a_plan: float) -> bool:
         return plan.claim is not None and plan.claim.eps < ev.ceiling(full_m, plan.claim.delta,
@@ -334,20 +381,28 @@ def _verify(defense: str | type[Defense], params: dict, settings: VerifySettings
     # found at the cheapest look that shows it, and the time budget is spread over all scenarios
     runs = {i: _Run(plans[i], worlds[i]) for i in tested}
     deadline = t0 + settings.max_seconds
+    cpu0 = time.process_time()
     broken = False
     shares = settings.look_shares()
     for look, n in enumerate(looks, start=1):
         share = shares[n]
-        for i, run in runs.items():
+        order = list(runs)
+        if n > base:  # an extension look: the most promising first, each while the CPU budget allows
+            order.sort(key=lambda i: -runs[i].promise())
+        for i in order:
+            run = runs[i]
             if run.final is not None or run.out_of_time or (broken and settings.stop_when_broken):
+                continue
+            if n > base and not run.affordable(n, time.process_time() - cpu0, settings.extend_cpu_seconds, deadline):
+                run.not_extended = n
                 continue
             run.step(look, n, a_plan * share, looks, deadline)
             broken = broken or (run.final is not None and run.final.verdict is Verdict.broken)
             if progress is not None:
                 progress(f"look {look} ({n} trials): {plans[i].scenario.name}: "
                          f"{run.final.verdict.value if run.final else 'undecided'}")
-    results = [runs[i].result(looks, a_plan * last_share, broken) if i in runs
-               else _judge_unrun(plan, looks, a_plan * last_share)
+    results = [runs[i].result(base, a_plan * last_share, broken) if i in runs
+               else _judge_unrun(plan, base, a_plan * last_share)
                for i, plan in enumerate(plans)]
     verdict = combine([r.verdict for r in results if r.verdict is not None])
     violations = [f"{r.name}: {r.line}" for r in results if r.verdict is Verdict.broken]
@@ -395,7 +450,7 @@ def _base(plan: _Plan) -> dict:
                 principals=s.principals)
 
 
-def _judge_unrun(plan: _Plan, looks: list[int], a_last: float) -> ScenarioResult:
+def _judge_unrun(plan: _Plan, n: int, a_last: float) -> ScenarioResult:
     """A scenario no trial can decide: void, outside the claim, or a claim above the ceiling."""
     base, claim = _base(plan), plan.claim
     if plan.void:
@@ -405,10 +460,9 @@ def _judge_unrun(plan: _Plan, looks: list[int], a_last: float) -> ScenarioResult
         return ScenarioResult(**base, verdict=None, applicable=False, reason=plan.reason,
                               line=f"not applicable: {plan.reason}")
     last_a = a_last / 2
-    c = ev.ceiling(looks[-1] - ev.split(looks[-1]), claim.delta, last_a)
+    c = ev.ceiling(n - ev.split(n), claim.delta, last_a)
     return ScenarioResult(**base, verdict=Verdict.inconclusive, applicable=True, claim=claim, ceiling=c,
-                          line=inconclusive_line(claim, looks[-1], c, ev.trials_to_reach(claim.eps, claim.delta,
-                                                                                         last_a)))
+                          line=inconclusive_line(claim, n, c, ev.trials_to_reach(claim.eps, claim.delta, last_a)))
 
 
 class _Run:
@@ -418,25 +472,49 @@ class _Run:
     def __init__(self, plan: _Plan, pair: tuple[_World, _World]) -> None:
         assert plan.claim is not None
         self.plan, self.pair, self.claim = plan, pair, plan.claim
-        self.done, self.found, self.ceiling, self.seconds = 0, [], 0.0, 0.0
+        self.done, self.found, self.ceiling, self.seconds, self.cpu = 0, [], 0.0, 0.0, 0.0
         self.final: ScenarioResult | None = None
         self.out_of_time = False
+        #: the extension look this scenario did not start (CPU or time budget), 0: none skipped
+        self.not_extended = 0
+
+    def promise(self) -> float:
+        """How close the best event of the latest look is to showing a break: its estimated log
+        ratio's distance above the claim, in standard errors (extension looks go first to the
+        largest)."""
+        return max((_z(r, self.claim.eps) for r in self.found), default=-math.inf)
+
+    def affordable(self, n: int, cpu_used: float, cpu_cap: float, deadline: float) -> bool:
+        """Whether going on to n trials per world fits the run's CPU cap and its deadline, at this
+        scenario's cost per trial so far (10% margin)."""
+        if not self.done:
+            return False
+        more = 1.1 * (n - self.done) / self.done
+        return (cpu_used + self.cpu * more <= cpu_cap
+                and time.perf_counter() + self.seconds * more <= deadline)
 
     def step(self, look: int, n: int, a_look: float, looks: list[int], deadline: float) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             if not all(w.extend(n, deadline) for w in self.pair):
                 self.out_of_time = True
                 return
             self.done, claim = n, self.claim
             k = ev.split(n)
-            chosen = ev.choose_events(self.pair[0].trials[:k], self.pair[1].trials[:k], claim.delta)
+            # ranked for where they will be certified: n - k held-out trials, at about the level
+            # each event's two rates get (two events, and a split with the guessing game)
+            chosen = ev.choose_events(self.pair[0].trials[:k], self.pair[1].trials[:k], claim.delta,
+                                      ev.Target(n - k, a_look / 4))
             a_event = a_look / max(1, len(chosen))
             held = [w.trials[k:] for w in self.pair]
             self.ceiling = ev.ceiling(n - k, claim.delta, a_event)
-            self.found = [_certify(e, held, claim.delta, a_event, look) for e in chosen]
+            if chosen:  # each event also plays the guessing game, on both worlds' trials
+                self.ceiling = max(self.ceiling, guess_ceiling(n - k, n - k, claim.delta, a_event / 2))
+            selection = [w.trials[:k] for w in self.pair]
+            self.found = [_certify(e, held, claim.delta, a_event, look, selection) for e in chosen]
         finally:
             self.seconds += time.perf_counter() - t0
+            self.cpu += time.process_time() - c0
         worst = max(self.found, key=lambda r: r.eps_lb, default=None)
         if worst is not None and worst.eps_lb > claim.eps:
             self.final = ScenarioResult(**self._common(), verdict=Verdict.broken, violated=True,
@@ -454,16 +532,20 @@ class _Run:
         return dict(**_base(self.plan), applicable=True, claim=self.claim, trials=self.done, ceiling=self.ceiling,
                     events=self.found, max_eps_lb=self._max_lb(), seconds=round(self.seconds, 3))
 
-    def result(self, looks: list[int], a_last: float, broken: bool) -> ScenarioResult:
+    def result(self, base: int, a_last: float, broken: bool) -> ScenarioResult:
+        """The verdict at the last complete look: holds needs at least the base looks (``trials``);
+        an extension cut short (budget, time) keeps the look before it."""
         if self.final is not None:
             return self.final
         claim = self.claim
-        if self.done == looks[-1] and claim.eps < self.ceiling:
-            return ScenarioResult(**self._common(), verdict=Verdict.holds,
+        if self.done >= base and claim.eps < self.ceiling:
+            skipped = (f"not extended to {self.not_extended} trials per world: the CPU or time budget was spent"
+                       if self.not_extended else "")
+            return ScenarioResult(**self._common(), verdict=Verdict.holds, reason=skipped,
                                   line=holds_line(claim, self.ceiling, self.done, self._max_lb()))
         if self.out_of_time:
-            why = f"the time budget ran out after {self.done} of {looks[-1]} trials per world"
-        elif broken and self.done < looks[-1]:
+            why = f"the time budget ran out after {self.done} of {base} trials per world"
+        elif broken and self.done < base:
             why = f"stopped after {self.done} trials per world: another scenario decided the run broken"
         else:
             why = ""
@@ -479,25 +561,49 @@ def _futile(n: int, looks: list[int], found: list[EventResult], eps: float, ceil
 
 def _far_below(r: EventResult, eps: float) -> bool:
     """The event's estimated log ratio is more than FUTILITY_Z standard errors below eps."""
+    return _z(r, eps) < -FUTILITY_Z
+
+
+def _z(r: EventResult, eps: float) -> float:
+    """(estimated log ratio - eps) / its standard error, for the event's held-out counts."""
     hit, n_hit, other, n_other = ((r.k_world, r.n_world, r.k_neighbour, r.n_neighbour) if r.direction == "D over D'"
                                   else (r.k_neighbour, r.n_neighbour, r.k_world, r.n_world))
     if hit == 0:
-        return True
+        return -math.inf
     if other == 0:
-        return False
+        return math.inf
     estimate = math.log((hit / n_hit) / (other / n_other))
     se = math.sqrt((1 - hit / n_hit) / hit + (1 - other / n_other) / other)
-    return estimate + FUTILITY_Z * se < eps
+    return (estimate - eps) / se if se > 0 else (math.inf if estimate > eps else -math.inf)
 
 
-def _certify(event: ev.Event, held: list[list[ev.Trial]], delta: float, a: float, look: int) -> EventResult:
+def _certify(event: ev.Event, held: list[list[ev.Trial]], delta: float, a: float, look: int,
+             selection: list[list[ev.Trial]] | None = None) -> EventResult:
     k_w, k_n = (sum(event(t) for t in trials) for trials in held)
     n_w, n_n = len(held[0]), len(held[1])
+    guess = None
+    if selection is not None:
+        # the event is also certified by the guessing game on its score (larger: more like D; a
+        # value-set event's score is membership), the guesses chosen on the selection trials; a is
+        # split between the two (Bonferroni)
+        a, table, sign = a / 2, dict(event.table), 1.0 if event.forward else -1.0
+
+        def scores(trials: list[ev.Trial]) -> list[float]:
+            if not event.table:
+                return [sign * event(t) for t in trials]
+            return [sign * sum(table.get(o, 0.0) for o in (ev.coarse(t) if event.coarse else t)) for t in trials]
+
+        guess = guess_bound(*map(scores, held), delta, a, selection=(scores(selection[0]), scores(selection[1])),
+                            seed=zlib.crc32(f"{look} {event.label}".encode()), gdp=False)
     lb = (ev.eps_bound(k_w, n_w, k_n, n_n, delta, a) if event.forward
           else ev.eps_bound(k_n, n_n, k_w, n_w, delta, a))
-    return EventResult(event=event.label, direction="D over D'" if event.forward else "D' over D", k_world=k_w,
+    label, estimator = event.label, "clopper-pearson"
+    if guess is not None and guess.eps_lb > lb:
+        lb, estimator = guess.eps_lb, f"guessing ({guess.estimator})"
+        label += f" [guessing game: {guess.v} of {guess.r} guesses right on {guess.m} canaries]"
+    return EventResult(event=label, direction="D over D'" if event.forward else "D' over D", k_world=k_w,
                        k_neighbour=k_n, n_world=n_w, n_neighbour=n_n, p_world=k_w / n_w, p_neighbour=k_n / n_n,
-                       eps_lb=lb, look=look)
+                       eps_lb=lb, look=look, estimator=estimator)
 
 
 __all__ = ["VerifySettings", "charged_queries", "claim_for", "claimed_adjacency", "verify_defense"]
