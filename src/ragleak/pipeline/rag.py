@@ -113,9 +113,6 @@ def _scored_content(scored: list[Scored]) -> str:
     return digest(sorted([s.passage.id, s.passage.text, s.score] for s in scored))
 
 
-_text_content = text_key  # whitespace-normalised: re-spacing carries no content
-
-
 #: Shorter passages are not flagged as released: a short fragment can occur in an answer by chance.
 MIN_RELEASED_CHARS = 24
 
@@ -362,8 +359,8 @@ class RAGPipeline:
         audited = reference is not None
         hooks.append(HookRecord(hook="generate", digest_in=digest(reference) if audited else None,
                                 digest_out=digest(draft),
-                                content_in=_text_content(reference) if audited else None,
-                                content_out=_text_content(draft),
+                                content_in=text_key(reference) if audited else None,
+                                content_out=text_key(draft),
                                 released=released_passages(draft, context, reference) if audited else [],
                                 seconds=seconds, channel=text_change(reference, draft)))
 
@@ -371,7 +368,7 @@ class RAGPipeline:
         answer = defense.postprocess(query, draft, list(context))
         post_s = time.perf_counter() - t
         hooks.append(HookRecord(hook="postprocess", digest_in=digest(draft), digest_out=digest(answer),
-                                content_in=_text_content(draft), content_out=_text_content(answer),
+                                content_in=text_key(draft), content_out=text_key(answer),
                                 released=released_passages(answer, context, draft), seconds=post_s,
                                 channel=text_change(draft, answer)))
 
