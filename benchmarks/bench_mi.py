@@ -39,6 +39,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128, help="target answer length")
     ap.add_argument("--corpus-docs", type=int, default=0,
                     help="documents loaded (0: kb + nonmembers; repeated texts are dropped before the split)")
+    ap.add_argument("--shuffle", action="store_true",
+                    help="split the corpus in a seeded order, not first KB then non-members (the MI attacks' shuffle)")
     ap.add_argument("--param", action="append", default=[], metavar="ATTACK.KEY=JSON",
                     help="an attack parameter, e.g. mi-entailment.nli=true (repeatable)")
     ap.add_argument("--cache", action="store_true",
@@ -75,13 +77,13 @@ def main() -> None:
             ap.error(f"--param {item!r}: expected ATTACK.KEY=JSON, e.g. mi-entailment.n_questions=1")
         if not attack_name or not field:
             ap.error(f"--param {item!r}: expected ATTACK.KEY=JSON, e.g. mi-entailment.n_questions=1")
-    kb, view = membership_split(docs, args.members, args.nonmembers, args.kb, args.seed)
+    kb, view = membership_split(docs, args.members, args.nonmembers, args.kb, args.seed, shuffle=args.shuffle)
     t0 = time.perf_counter()
     index = None if args.from_dir else stack.index(kb)
     report = {"benchmark": "mi", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "model": cfg.model, "max_tokens": cfg.decoding.max_tokens, "top_k": cfg.top_k,
               "corpus": args.corpus, "kb": args.kb, "members": args.members, "nonmembers": args.nonmembers,
-              "seed": args.seed, "params": params, "cache": args.cache,
+              "seed": args.seed, "shuffle": args.shuffle, "params": params, "cache": args.cache,
               "threads": cfg.n_threads or int(os.environ.get("RAGLEAK_THREADS", "0") or 0) or None,
               "index_seconds": round(time.perf_counter() - t0, 2),
               "note": "timings on a shared 2-core machine under load (nice -n 10): noisy, an upper bound",
@@ -98,7 +100,7 @@ def main() -> None:
             version = t.attack_version
         else:
             attack = make_attack(name, n_members=args.members, n_nonmembers=args.nonmembers, kb_size=args.kb,
-                                 **params.get(name, {}))
+                                 shuffle=args.shuffle, **params.get(name, {}))
             target = build_target(stack, index)
             c0 = time.process_time()
             t = run_attack(attack, target, stack.context(args.seed), corpus_view=view).transcript

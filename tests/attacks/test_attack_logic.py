@@ -171,6 +171,14 @@ def test_membership_split_is_disjoint_and_sized():
     kb_ids = {d.id for d in kb}
     assert len(view.documents) == 11 and set(view.member_ids) <= kb_ids and len(view.member_ids) == 3
     assert not ({d.id for d in view.documents} - set(view.member_ids)) & kb_ids
+    # shuffled: the KB and the non-members come from the whole corpus, in an order fixed by the seed
+    topics = [Document(id=f"{'ab'[i >= 10]}{i}", text=str(i)) for i in range(20)]  # stored by topic
+    kb_s, view_s = membership_split(topics, n_members=3, n_nonmembers=8, kb_size=10, seed=1, shuffle=True)
+    assert {d.id[0] for d in kb_s} == {"a", "b"} and len(kb_s) == 10 and len(view_s.documents) == 11
+    assert not ({d.id for d in view_s.documents} - set(view_s.member_ids)) & {d.id for d in kb_s}
+    again = membership_split(topics, n_members=3, n_nonmembers=8, kb_size=10, seed=1, shuffle=True)
+    assert [d.id for d in again[0]] == [d.id for d in kb_s] and again[1] == view_s
+    assert [d.id for d in membership_split(topics, 3, 8, 10, seed=1)[0]] == [f"a{i}" for i in range(10)]
 
 
 def test_pools_are_versioned_data_and_the_canary_pool_never_names_the_canary():

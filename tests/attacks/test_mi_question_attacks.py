@@ -11,7 +11,9 @@ import pytest
 from ragleak.attacks import make_attack
 from ragleak.attacks.base import CorpusView
 from ragleak.attacks.membership import distinct_documents, membership_split
-from ragleak.attacks.mi_entailment import (BLANK, WithheldQuestion, anchors, fallback_questions, filled_statement,
+from ragleak.attacks.mi_entailment import (BLANK, CUT_SLACK, ContinuationQuestion, WithheldQuestion, anchors,
+                                           continuation_questions, continued_share, document_frequencies,
+                                           fallback_questions, filled_statement,
                                            idf_weights, passages, supplied_share, usable_questions,
                                            withheld_questions)
 from ragleak.attacks.mi_interrogation import interrogation_questions
@@ -177,7 +179,7 @@ def _cloze_target(kb: list[Document]):
 
 def test_withheld_attack_scores_supplied_tokens_with_no_attacker_llm():
     view = CorpusView(documents=[MEMBER, OTHER, THIRD], member_ids=["m"])
-    attack = make_attack("mi-entailment")
+    attack = make_attack("mi-entailment", questions="withheld", n_questions=2)
     t = attack.run(CallableTarget(_cloze_target([MEMBER])), tiny_stack().context(0), corpus_view=view)
     assert attack.params.n_questions == 2 and t.budget == 6 and len(t.queries) == 6
     assert {m.doc_id: m.scores for m in t.membership} == {"m": {"withheld": 1.0}, "n": {"withheld": 0.0},
@@ -194,7 +196,8 @@ def test_withheld_attack_scores_supplied_tokens_with_no_attacker_llm():
             raise TimeoutError("slow")
         return _cloze_target([MEMBER])(query)
 
-    t2 = make_attack("mi-entailment").run(CallableTarget(flaky), tiny_stack().context(0), budget=3, corpus_view=view)
+    t2 = make_attack("mi-entailment", questions="withheld", n_questions=2).run(
+        CallableTarget(flaky), tiny_stack().context(0), budget=3, corpus_view=view)
     assert t2.errors == 1 and len(t2.queries) == 3 and [m.doc_id for m in t2.membership] == ["m", "n"]
     assert t2.membership[0].scores == {"withheld": 1.0} and t2.state["failed"] == [{"doc_id": "m", "query": 0}]
 
@@ -202,7 +205,7 @@ def test_withheld_attack_scores_supplied_tokens_with_no_attacker_llm():
 @pytest.mark.model
 def test_withheld_attack_with_nli_never_counts_a_refusal():
     view = CorpusView(documents=[MEMBER, OTHER], member_ids=["m"])
-    t = make_attack("mi-entailment", nli=True).run(CallableTarget(_cloze_target([MEMBER])), tiny_stack().context(0),
+    t = make_attack("mi-entailment", questions="withheld", n_questions=2, nli=True).run(CallableTarget(_cloze_target([MEMBER])), tiny_stack().context(0),
                                                     corpus_view=view)
     assert {m.doc_id: m.scores["withheld"] for m in t.membership} == {"m": 1.0, "n": 0.0}
     assert t.state["nli"] and all(r["ent"] is False for r in t.state["questions"]["n"])
@@ -270,3 +273,90 @@ def test_missing_wordnet_is_a_clear_error(tmp_path):
 def test_short_particles_are_not_perturbed(antonyms):
     assert antonyms.get("on") == "off"
     assert perturb("The address on file is 12 Main Road.", antonyms).kind == "number"
+
+
+def test_continuation_questions_quote_the_start_and_score_only_what_the_quote_lacks():
+    docs = [MEMBER, OTHER, THIRD]
+    idf, df = idf_weights(docs), document_frequencies(docs)
+    assert df["harwick"] == 2 and df["cardiology"] == 1
+    qs = continuation_questions(MEMBER, idf, df, len(docs), 2, prefix_words=8, span_words=6, max_df=0.05)
+    assert len(qs) == 2
+    words = MEMBER.text.split()
+    first, second = qs
+    assert first.prefix == " ".join(words[:first.cut]) and 8 <= first.cut <= 8 + CUT_SLACK
+    assert first.prefix in first.query
+    for q in qs:
+        quoted = set(q.prefix.lower().replace(".", " ").replace(",", " ").split())
+        assert q.scored and not quoted & set(q.scored)  # what the target must supply is not in the question
+        assert all(df[t] == 1 for t in q.scored)  # at most 5% of 3 candidates: only this candidate's tokens
+        assert set(q.scored) <= set(" ".join(words[q.cut:q.cut + 6]).lower().replace(".", " ").replace(",", " ").split())
+    # the first cut ends on a stop word when one is in reach: the quote is plainly unfinished
+    assert words[first.cut - 1].lower() in {"in", "a", "the", "of", "its", "after"}
+    # a later question quotes only the words before its own cut, past the first one's span
+    assert second.cut >= first.cut + 6 and len(second.prefix.split()) == 8
+    # a token every candidate holds is never scored, however the cut falls
+    assert "harwick" not in {t for q in qs for t in q.scored}
+    # a token the quote gives away as adjacent words run together (an e-mail domain) is not scored
+    mail = Document(id="x", text="Renee Kowalczyk of Perez, Boyer and Tate can be reached at renee@perezboyer.com "
+                                 "or Vantaa office.")
+    (q,) = continuation_questions(mail, idf_weights([mail]), document_frequencies([mail]), 1, 1, prefix_words=8)
+    assert "perez" in q.prefix.lower() and "boyer" in q.prefix.lower() and "perezboyer" not in q.scored
+    assert "vantaa" in q.scored
+    short = Document(id="s", text="Are you sapient? In all probability, I am not.")
+    (q,) = continuation_questions(short, idf_weights([short]), document_frequencies([short]), 1, 1)
+    assert q.cut == len(short.text.split()) // 2 and q.scored
+    assert continuation_questions(Document(id="e", text="a an the of"), idf, df, 3, 1) == []
+
+
+def test_continued_share_drops_guessable_tokens_and_refusals():
+    q = ContinuationQuestion("q", "Alma met", 2, ("brecht", "2019"), (3.0, 1.0))
+    assert continued_share(q, "Brecht in 2019.") == 1.0
+    assert continued_share(q, "Brecht, someday") == pytest.approx(0.75)
+    assert continued_share(q, "2019", guessable={"brecht"}) == 1.0  # only 2019 is left to supply
+    assert continued_share(q, "Brecht 2019", guessable={"brecht", "2019"}) == 0.0  # nothing left: no evidence
+    assert continued_share(q, "I'm sorry, I cannot help with Brecht in 2019.") == 0.0
+
+
+def _continue_target(kb: list[Document], words_out: int = 12):
+    """Goes on from the KB document that holds the quoted words, else says it does not know."""
+    def answer(query: str) -> str:
+        quote = query.split('"')[1]
+        for doc in kb:
+            at = doc.text.find(quote)
+            if at >= 0:
+                return " ".join(doc.text[at + len(quote):].split()[:words_out])
+        return "I don't know."
+    return answer
+
+
+def test_continue_attack_scores_members_and_drops_what_the_reference_guesses():
+    view = CorpusView(documents=[MEMBER, OTHER, THIRD], member_ids=["m"])
+    attack = make_attack("mi-entailment", prefix_words=8, span_words=6)
+    assert attack.params.questions == "continue" and attack.params.n_questions == 1
+    stack = tiny_stack(attacker="I cannot say.")
+    t = attack.run(CallableTarget(_continue_target([MEMBER])), stack.context(0), corpus_view=view)
+    assert t.budget == 3 and len(t.queries) == 3 and t.state["attacker_calls"] == 3  # one reference per question
+    scores = {m.doc_id: m.scores["continued"] for m in t.membership}
+    assert scores == {"m": 1.0, "n": 0.0, "t": 0.0}
+    row = t.state["questions"]["m"][0]
+    assert row["guessable"] == [] and row["informative"] is True and row["supplied"] == 1.0
+    # a reference that supplies the member's next tokens on its own leaves nothing to show
+    (q,) = continuation_questions(MEMBER, idf_weights(view.documents), document_frequencies(view.documents), 3, 1, 8, 6)
+    knowing = tiny_stack(attacker=" ".join(q.scored))
+    t2 = make_attack("mi-entailment", prefix_words=8, span_words=6).run(
+        CallableTarget(_continue_target([MEMBER])), knowing.context(0), corpus_view=view)
+    assert {m.doc_id: m.scores["continued"] for m in t2.membership}["m"] == 0.0
+    assert t2.state["questions"]["m"][0]["informative"] is False and t2.state["uninformative_questions"] >= 1
+    # reference off: no attacker call, the same member score as with a silent reference
+    t3 = make_attack("mi-entailment", prefix_words=8, span_words=6, reference=False).run(
+        CallableTarget(_continue_target([MEMBER])), tiny_stack().context(0), corpus_view=view)
+    assert t3.state["attacker_calls"] == 0 and {m.doc_id: m.scores["continued"] for m in t3.membership} == scores
+
+
+def test_a_candidate_with_nothing_to_ask_scores_zero_and_the_rest_are_still_scored():
+    bare = Document(id="b", text="yes yes yes yes")  # no token specific enough to ask about
+    view = CorpusView(documents=[bare, MEMBER, OTHER], member_ids=["m"])
+    t = make_attack("mi-entailment", prefix_words=8, span_words=6, reference=False).run(
+        CallableTarget(_continue_target([MEMBER])), tiny_stack().context(0), corpus_view=view)
+    assert len(t.queries) == 2 and t.state["unasked"] == ["b"]
+    assert {m.doc_id: m.scores["continued"] for m in t.membership} == {"b": 0.0, "m": 1.0, "n": 0.0}

@@ -114,6 +114,10 @@ def test_statistics_presets_resolve_tpr_at_1pct_and_seed_the_noisy_defenses():
         assert p.n_members >= 100 and p.n_nonmembers >= 300 and p.n_members <= p.kb_size
         for corpus in stats.corpora:
             assert stats.corpus_params[corpus]["n_docs"] >= p.kb_size + p.n_nonmembers
+    # every attack draws the same split (sizes, shuffled order, seed), so their AUCs pair candidate by candidate
+    splits = {tuple(getattr(ATTACKS.get(a)(**stats.attack_params[a]).params, k)
+                    for k in ("n_members", "n_nonmembers", "kb_size", "shuffle")) for a in stats.attacks}
+    assert len(splits) == 1 and next(iter(splits))[3] is True
     dp = preset("statistics-dp")
     assert {"dp-retrieval", "ca-dp", "private-rag"} <= set(dp.defenses) and len(set(dp.seeds)) >= 3
     assert {"mi", "mi-entailment"} <= set(dp.attacks)

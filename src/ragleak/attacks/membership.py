@@ -66,6 +66,9 @@ class SplitParams(AttackParams):
     n_members: int = Field(default=10, ge=1, description="members tested (prepare_corpus)")
     n_nonmembers: int = Field(default=100, ge=1, description="non-members tested (prepare_corpus)")
     kb_size: int = Field(default=50, ge=1, description="documents indexed (prepare_corpus)")
+    shuffle: bool = Field(default=False, description="draw the KB and the non-members from the whole corpus in a "
+                          "seeded order, not from its first and next documents (a corpus stored by topic would "
+                          "otherwise give members and non-members different topics)")
 
 
 class MembershipParams(SplitParams):
@@ -156,7 +159,7 @@ class MembershipAttack(Attack):
         if n_out < p.n_nonmembers:
             log.warning("MI: corpus has %d documents; testing %d non-members instead of %d",
                         len(documents), n_out, p.n_nonmembers)
-        return membership_split(list(documents), p.n_members, n_out, p.kb_size, seed)
+        return membership_split(list(documents), p.n_members, n_out, p.kb_size, seed, shuffle=p.shuffle)
 
 
 class MembershipInference(MembershipAttack):
@@ -225,14 +228,17 @@ def distinct_documents(docs: list[Document]) -> list[Document]:
 
 
 def membership_split(docs: list[Document], n_members: int = 10, n_nonmembers: int = 100, kb_size: int = 50,
-                     seed: int = 0) -> tuple[list[Document], CorpusView]:
+                     seed: int = 0, shuffle: bool = False) -> tuple[list[Document], CorpusView]:
     """The MI experiment on one corpus: the first ``kb_size`` docs are the knowledge base, ``n_members``
     of them (seeded sample) are tested as members, the next ``n_nonmembers`` docs (same generator,
-    never indexed) as non-members, after dropping repeated texts (``distinct_documents``). Returns the
-    KB to index and the labelled view, candidates shuffled."""
+    never indexed) as non-members, after dropping repeated texts (``distinct_documents``); with
+    ``shuffle``, first and next in a seeded order of the whole corpus (its own stream, so the member
+    sample's draws are unchanged). Returns the KB to index and the labelled view, candidates shuffled."""
     docs = distinct_documents(docs)
     if len(docs) < kb_size + n_nonmembers or n_members > kb_size:
         raise ValueError(f"need {kb_size + n_nonmembers} documents and n_members <= kb_size")
+    if shuffle:
+        random.Random(f"ragleak.attacks.mi-split-order:{seed}").shuffle(docs)
     rng = random.Random(f"ragleak.attacks.mi-split:{seed}")
     kb = docs[:kb_size]
     members = rng.sample(kb, n_members)

@@ -1,9 +1,30 @@
 """Entailment membership inference, MEntA class (Nguyen et al., USENIX Security 2026, arXiv 2605.24312).
 
 A MEntA-class attack asks the target questions that only the candidate ``x`` answers and checks the
-answers for consistency with ``x``. Two question sources (``questions``):
+answers for consistency with ``x``. Three question sources (``questions``):
 
-* ``withheld`` (default, no attacker LLM): IDF over the candidate set the attacker holds ranks the
+* ``continue`` (default): the question quotes the start of ``x`` (at least ``prefix_words`` words,
+  which let retrieval find ``x`` when it is indexed; a later question quotes the ``prefix_words``
+  words before a later cut) and asks the target to go on word for word "as the context has it".
+  Only ``x`` answers it: the tokens scored are the *specific* tokens of the next ``span_words``
+  words (numbers and 4+-letter non-stop words found in at most ``max_df`` of the candidates the
+  attacker holds, so template words every record shares earn nothing) that the quote does not
+  contain, alone or as 2-3 adjacent quoted words run together (an e-mail domain from a company
+  name), weighted by IDF over the candidates. The cut is placed, within 8 words, on a stop word
+  where one is in reach ("... can be reached at"), so the quote reads as unfinished. With
+  ``reference`` on, the attacker's own LLM continues the same quote with no context, and a token
+  it supplies is dropped: it is guessable from the quote (boilerplate code,
+  a common phrase), so supplying it says nothing about the index. [IMPL-CHOICE] The score is the
+  IDF-weighted share of the remaining tokens the answer supplies (0 where the reference leaves
+  none: no evidence either way). A small target copies a continuation from its context far more
+  reliably than it fills blanks in a quote (measured on seed-1 pilots of both corpora, which chose
+  this design: ``benchmarks/results/bench_mi-2026-12-07-continue.json``); one question per
+  candidate is the default. The probe's form is S²MIA's (Li et al. 2024, arXiv 2406.19234:
+  a prefix of the document as the query); what differs is the short quote cut where the
+  text plainly goes on, the check on the few tokens only the candidate holds, and the reference
+  continuation, a reference-model calibration (Carlini et al. 2022, arXiv 2112.03570) that the
+  attacker runs on its own model.
+* ``withheld`` (no attacker LLM): IDF over the candidate set the attacker holds ranks the
   tokens of ``x``'s sentences (words of 4+ letters that are not stop words, and numbers); rarer is
   more specific. Each question quotes a passage of ``x`` (its sentences joined up to
   ``statement_words`` words: all of a short candidate) with every other one of its rarest tokens
@@ -32,8 +53,10 @@ answers for consistency with ``x``. Two question sources (``questions``):
 
 The bare questions go to the target (as MEntA's released code sends them). A failed query leaves
 its question out of the mean; a candidate with no answered question is left out
-(``state['failed']``). Per question the transcript's state keeps the question, its source and its
-judgement (withheld tokens and share supplied, or ``ent``/``idk``).
+(``state['failed']``); one with nothing specific enough to ask about scores 0, no evidence either
+way (``state['unasked']``). Per question the transcript's state keeps the question, its source and its
+judgement (scored and guessable tokens and the share supplied, withheld tokens and the share
+supplied, or ``ent``/``idk``).
 """
 
 from __future__ import annotations
@@ -57,7 +80,10 @@ from ragleak.records import Document
 
 log = logging.getLogger(__name__)
 
-QuestionSource = Literal["withheld", "writer"]
+QuestionSource = Literal["continue", "withheld", "writer"]
+CONTINUE_TEMPLATE = 'Continue this record word for word as the context has it: "{prefix}"'
+REFERENCE_SYSTEM = "You are a helpful assistant."
+CUT_SLACK = 8  # words a cut may move past the shortest quote, to end on a stop word
 WITHHELD_TEMPLATE = 'Fill in the blanks (___) of this record: "{masked}" Reply with the missing words only.'
 BLANK = "___"
 WRITER_SYSTEM = "You write short, specific questions about a document."
@@ -78,9 +104,19 @@ _PIECES = re.compile(r"[,;\n]+|\s+and\s+")
 
 
 class EntailmentParams(SplitParams):
-    questions: QuestionSource = Field(default="withheld", description="withheld: quoted passages with their rarest "
+    questions: QuestionSource = Field(default="continue", description="continue: the start of the candidate, to be "
+                                      "continued as the context has it; withheld: quoted passages with their rarest "
                                       "tokens left for the target to supply; writer: the attacker LLM's questions")
-    n_questions: int = Field(default=2, ge=1, le=15, description="questions (target queries) per candidate")
+    n_questions: int = Field(default=1, ge=1, le=15, description="questions (target queries) per candidate")
+    prefix_words: int = Field(default=12, ge=3, le=200, description="continue: words quoted before the cut, at least")
+    span_words: int = Field(default=12, ge=1, le=100, description="continue: words after the cut whose specific "
+                            "tokens are scored")
+    max_df: float = Field(default=0.05, gt=0.0, le=1.0, description="continue: a token found in more than this "
+                          "share of the candidates is not scored (at least those in one candidate are)")
+    reference: bool = Field(default=True, description="continue: drop the tokens the attacker LLM supplies when it "
+                            "continues the same quote with no context")
+    reference_max_tokens: int = Field(default=48, ge=8, le=256, description="continue: tokens of the reference "
+                                      "continuation")
     withhold: int = Field(default=2, ge=1, le=10, description="withheld: rare tokens left out per question")
     statement_words: int = Field(default=80, ge=5, le=400, description="withheld: words of a passage quoted at most")
     nli: bool = Field(default=False, description="withheld: also count a question consistent when the NLI model "
@@ -91,6 +127,87 @@ class EntailmentParams(SplitParams):
                                     description="writer: candidate sentences each claim is checked against")
     writer_chars: int = Field(default=1500, ge=100, description="writer: characters of the candidate it is shown")
     writer_max_tokens: int = Field(default=48, ge=8, le=256, description="writer: tokens it may spend per question")
+
+
+# -- continuation questions ---------------------------------------------------------------------
+
+def document_frequencies(docs: Sequence[Document]) -> Counter:
+    """How many of ``docs`` hold each token worth scoring (``_rankable``)."""
+    return Counter(t for d in docs for t in {t for t in tokens(d.text) if _rankable(t)})
+
+
+def _with_joins(quoted: list[str]) -> set[str]:
+    """The quote's tokens and every join of 2 or 3 adjacent ones: an e-mail's domain is the company's
+    name run together ("Perez, Boyer and Tate" -> perezboyer), so the quote gives it away."""
+    out = set(quoted)
+    for n in (2, 3):
+        out |= {"".join(quoted[i:i + n]) for i in range(len(quoted) - n + 1)}
+    return out
+
+
+@dataclass(frozen=True)
+class ContinuationQuestion:
+    """One question: the query, the quote it asks the target to continue, the word index of the cut
+    and the specific tokens after the cut that the answer is scored on, with their weights."""
+
+    query: str
+    prefix: str
+    cut: int
+    scored: tuple[str, ...]
+    weights: tuple[float, ...]
+
+
+def continuation_questions(doc: Document, idf: dict[str, float], df: Counter, n_docs: int, n: int,
+                           prefix_words: int = 12, span_words: int = 12,
+                           max_df: float = 0.05) -> list[ContinuationQuestion]:
+    """Up to ``n`` questions about ``doc``. Question 0 quotes ``doc`` from its start to a cut in
+    [prefix_words, prefix_words + CUT_SLACK]; question i > 0 quotes the ``prefix_words`` words before
+    a cut ``CUT_SLACK + span_words`` words further on, past every word question i - 1 could score.
+    Each cut is chosen first for a quote that ends on a stop word, then for one that ends without
+    punctuation, then the earliest, among the cuts followed by a specific token in the next
+    ``span_words`` words (one in at most ``max_df`` of the ``n_docs`` candidates and not in the
+    quote): those tokens are what the answer is scored on, weighted by IDF. A document too short
+    for a first cut at ``prefix_words`` is cut at half its words. A cut with nothing specific
+    after it asks nothing."""
+    words = doc.text.split()
+    top = max(idf.values(), default=1.0)
+    limit = max(1, math.floor(max_df * n_docs))
+    out: list[ContinuationQuestion] = []
+    lo = prefix_words if len(words) >= prefix_words + 2 else max(2, len(words) // 2)
+    for i in range(n):
+        best: tuple[tuple[bool, bool, int], int, str, list[str]] | None = None
+        for cut in range(lo, min(lo + CUT_SLACK, len(words) - 1) + 1):
+            prefix = " ".join(words[:cut] if i == 0 else words[max(0, cut - prefix_words):cut])
+            quoted = _with_joins(tokens(prefix))
+            scored: list[str] = []
+            for t in tokens(" ".join(words[cut:cut + span_words])):
+                if _rankable(t) and df.get(t, 1) <= limit and t not in quoted and t not in scored:
+                    scored.append(t)
+            # a quote that stops on a function word ("... reached at") is plainly unfinished, and a
+            # small model goes on copying; one that stops at a sentence's end gets a full stop. The
+            # target echoes the quote before it goes on, so the shortest such quote leaves it the
+            # most of its answer (seed-1 pilots: a member's answer ran out inside a long echo)
+            last = words[cut - 1]
+            rank = (last.lower() in _STOP, not last.endswith((".", "!", "?", ":", ";", ",")), -cut)
+            if scored and (best is None or rank > best[0]):
+                best = (rank, cut, prefix, scored)
+        if best is not None:
+            _, cut, prefix, scored = best
+            out.append(ContinuationQuestion(CONTINUE_TEMPLATE.format(prefix=prefix), prefix, cut, tuple(scored),
+                                            tuple(idf.get(t, top) for t in scored)))
+        lo += CUT_SLACK + span_words  # the next span starts after every word this one could score
+        if lo >= len(words) - 1:
+            break
+    return out
+
+
+def continued_share(question: ContinuationQuestion, answer: str, guessable: set[str] = frozenset()) -> float:
+    """IDF-weighted share of the question's scored tokens, less those in ``guessable``, that ``answer``
+    holds; 0 where none is left or the answer is a refusal."""
+    said = set(tokens(answer)) if not is_refusal(answer) else set()
+    kept = [(t, w) for t, w in zip(question.scored, question.weights) if t not in guessable]
+    total = sum(w for _, w in kept)
+    return sum(w for t, w in kept if t in said) / total if total else 0.0
 
 
 # -- withheld-token questions --------------------------------------------------------------------
@@ -244,10 +361,11 @@ class EntailmentMembership(LLMAttackMixin, MembershipAttack):
     """MEntA-class MI: questions only the candidate answers, answers checked for consistency with it."""
 
     name: ClassVar[str] = "mi-entailment"
-    version: ClassVar[str] = "2"
-    default_budget: ClassVar[int] = 220  # 10 members + 100 non-members, two questions each
-    description: ClassVar[str] = ("entailment membership inference (MEntA class): n questions per candidate quoting it "
-                                  "with its rarest tokens withheld (or an attacker LLM's), answers checked against it")
+    version: ClassVar[str] = "3"
+    default_budget: ClassVar[int] = 110  # 10 members + 100 non-members, one question each
+    description: ClassVar[str] = ("entailment membership inference (MEntA class): the candidate's start, to be continued "
+                                  "as the context has it (or quotes with its rarest tokens withheld, or an attacker "
+                                  "LLM's questions), answers checked against what only the candidate holds")
     Params = EntailmentParams
 
     def queries_per_candidate(self) -> int:
@@ -270,14 +388,18 @@ class EntailmentMembership(LLMAttackMixin, MembershipAttack):
     def execute(self, session: QuerySession, view: CorpusView, ctx: RunContext) -> AttackResult:
         self.bind(ctx)
         p = self.params
-        withheld = p.questions == "withheld"
-        nli = ctx.require_stack(f"attack {self.name}").nli("onnx") if (p.nli or not withheld) else None
-        idf = idf_weights(view.documents) if withheld else {}
+        withheld, continued = p.questions == "withheld", p.questions == "continue"
+        nli = ctx.require_stack(f"attack {self.name}").nli("onnx") if (p.nli or p.questions == "writer") else None
+        idf = idf_weights(view.documents) if not p.questions == "writer" else {}
+        df = document_frequencies(view.documents) if continued else Counter()
         # questions are built only for the candidates the budget reaches
         reach = view.documents[:math.ceil(session.remaining / p.n_questions)]
-        plan: list[tuple[Document, str, str, WithheldQuestion | None]] = []
+        plan: list[tuple[Document, str, str, WithheldQuestion | ContinuationQuestion | None]] = []
         for doc in reach:
-            if withheld:
+            if continued:
+                plan += [(doc, q.query, "continue", q) for q in continuation_questions(
+                    doc, idf, df, len(view.documents), p.n_questions, p.prefix_words, p.span_words, p.max_df)]
+            elif withheld:
                 plan += [(doc, q.query, "withheld", q) for q in withheld_questions(doc, idf, p.n_questions, p.withhold,
                                                                                    p.statement_words)]
             else:
@@ -286,7 +408,7 @@ class EntailmentMembership(LLMAttackMixin, MembershipAttack):
         per_doc: dict[str, list[dict]] = {}
         sent: set[str] = set()
         failed = []
-        for (doc, question, source, wq), record in zip(plan, records):
+        for (doc, question, source, q), record in zip(plan, records):
             if record is None:  # the budget ran out
                 continue
             sent.add(doc.id)
@@ -295,12 +417,20 @@ class EntailmentMembership(LLMAttackMixin, MembershipAttack):
                 continue
             answer = record.answer or ""
             row: dict = {"question": question, "source": source, "query": record.index}
-            if wq is not None:
-                share = supplied_share(wq, answer)
-                row |= {"withheld": list(wq.withheld), "supplied": share}
+            if isinstance(q, ContinuationQuestion):
+                # the attacker's own continuation, with no context: what the quote alone gives away
+                reference = self.ask_attacker(REFERENCE_SYSTEM, q.query, p.reference_max_tokens) if p.reference else None
+                guess = set(tokens(reference)) if reference is not None else set()
+                guessable = sorted(set(q.scored) & guess)
+                share = continued_share(q, answer, guess)
+                row |= {"scored": list(q.scored), "reference": reference, "guessable": guessable,
+                        "informative": len(guessable) < len(q.scored), "supplied": share, "score": share}
+            elif isinstance(q, WithheldQuestion):
+                share = supplied_share(q, answer)
+                row |= {"withheld": list(q.withheld), "supplied": share}
                 if nli is not None:
                     ent = share < 1.0 and not is_refusal(answer) and \
-                        nli.predict([(wq.passage, filled_statement(wq, answer))])[0].label == "entailment"
+                        nli.predict([(q.passage, filled_statement(q, answer))])[0].label == "entailment"
                     row |= {"ent": bool(ent), "score": 1.0 if ent else share}
                 else:
                     row["score"] = share
@@ -308,19 +438,29 @@ class EntailmentMembership(LLMAttackMixin, MembershipAttack):
                 ent, idk = entailment_judgement(nli, doc.text, answer, p.max_claims, p.premises_per_claim)
                 row |= {"ent": ent, "idk": idk, "score": float(ent) - p.lam * float(idk)}
             per_doc.setdefault(doc.id, []).append(row)
-        scorer = "withheld" if withheld else "menta"
-        results = []
-        for doc in view.documents:
-            if doc.id not in sent:
-                break  # the budget ran out before this candidate
+        scorer = {"continue": "continued", "withheld": "withheld", "writer": "menta"}[p.questions]
+        asked = {doc.id for doc, _, _, _ in plan}
+        # the candidates the budget reached: all, or where it ran out, those up to the last one sent a question
+        last = max((i for i, doc in enumerate(reach) if doc.id in sent), default=-1)
+        reached = reach[:last + 1] if any(r is None for r in records) else reach
+        results, unasked = [], []
+        for doc in reached:
             rows = per_doc.get(doc.id, [])
-            scores = {scorer: sum(r["score"] for r in rows) / len(rows)} if rows else {}
+            if doc.id not in asked:
+                # nothing in it is specific enough to ask about: no evidence either way, as for a
+                # question whose scored tokens the reference guesses (never a failure: none was sent)
+                unasked.append(doc.id)
+                scores = {scorer: 0.0}
+            else:
+                scores = {scorer: sum(r["score"] for r in rows) / len(rows)} if rows else {}
             results.append(MembershipScore(doc_id=doc.id, scores=scores))
         fallback = sum(1 for _, _, s, _ in plan if s == "fallback")
+        uninformative = sum(1 for rows in per_doc.values() for r in rows if r.get("informative") is False)
         return AttackResult(membership=results, state={
             "failed": failed, "scorers": [scorer], "questions_source": p.questions,
             "nli": nli.name if nli is not None else None, "attacker_calls": self._attacker_calls,
-            "questions": per_doc, "fallback_questions": fallback, "planned_questions": len(plan)})
+            "questions": per_doc, "fallback_questions": fallback, "planned_questions": len(plan),
+            "uninformative_questions": uninformative, "unasked": unasked})
 
 
 def nearest_sentences(claim: str, premises: list[str], k: int) -> list[str]:

@@ -57,6 +57,9 @@ ANSWERS: dict[str, tuple[float, float, float]] = {
     "rag-thief": (112.8, 0.133, 282.7),
     "deal": (137.4, 0.3, 164.2),
     "ikea": (87.6, 1.758, 47.1),
+    # bench_mi's seed-1 design pilots at max_tokens 64, synthetic-corp and chatterbot-qa (2026-12-07):
+    # 48 answers, each with one reference continuation by the attacker's model
+    "mi-entailment": (43.2, 1.0, 42.8),
 }
 UNMEASURED_ANSWER = 0.5  # an attack not in ANSWERS: half of max_tokens per answer, no own calls
 

@@ -232,17 +232,22 @@ GENERAL_POOL = {"pool": "shared-extraction", "pool_version": "2"}
 CANARY_SEEDS = [101, 102, 103]
 
 # The MI statistics presets (issue 37): enough candidates to resolve TPR at 1% FPR (300 non-members:
-# 3 may score above the threshold) and 100 members; a KB of 150 so the members are a sample of it.
-STATISTICS_MI = {"n_members": 100, "n_nonmembers": 300, "kb_size": 150}
-# Today's MI (the baseline) beside mi-entailment on the same candidates, answers cut at 48 tokens
-# (mi-entailment's answers are a few words; mi's probe keeps ~35 words of the held-out half).
-# Measured cost (bench_mi-2026-12-07-pilot.json; 2 shared cores under load, so inflated): 15-29 CPU-s
-# per candidate for mi-entailment and 20-30 for mi (2 queries each; the target's prefill of 5
-# passages dominates), i.e. ~2-3 CPU-h per attack on a 400-candidate corpus, ~4-6.5 CPU-h per
-# corpus for both; `--dry-run` prices the preset at ~4.5 h on 2 workers (both corpora, 3,200 model calls).
-# mi-interrogation (5 queries) and mi-dcmi (2) are left out to fit a session; run them by --config.
+# 3 may score above the threshold) and 100 members; a KB of 150 so the members are a sample of it,
+# drawn from the whole corpus in a seeded order (chatterbot-qa is stored by topic: its first 150
+# distinct texts are 70% "ai" small talk, the next 300 coding, emotion, literature...).
+STATISTICS_MI = {"n_members": 100, "n_nonmembers": 300, "kb_size": 150, "shuffle": True}
+# Today's MI (the baseline, 2 queries) beside mi-entailment (one continuation question and one
+# reference continuation by the attacker's model) on the same candidates, answers cut at 64 tokens
+# (the target echoes the quote before it goes on). Measured on the seed-2 pilots of 80 candidates
+# (bench_mi-2026-12-07-continue.json, one run per core): mi-entailment 12.3 CPU-s per candidate on
+# synthetic-corp and 5.9 on chatterbot-qa, mi 30.9 and 9.3; at 400 candidates about 1.4 + 3.4 CPU-h
+# on synthetic-corp and 0.7 + 1.0 on chatterbot-qa. `--dry-run` prices the preset at ~4.3 h on 2
+# workers, and the mi cell on synthetic-corp alone at ~3.4 h: the preset does not finish in one
+# 3-hour session. A killed run resumes (`--out` the same folder) and answers every query already
+# generated from the cache.
+# mi-interrogation (5 queries) and mi-dcmi (2) are left out; run them by --config.
 STATISTICS_ATTACKS = ["mi", "mi-entailment"]
-STATISTICS_STACK = {"decoding": {"max_tokens": 48}}
+STATISTICS_STACK = {"decoding": {"max_tokens": 64}}
 # A defense that draws noise is read over 3 seeds, so its run-to-run variance is inside the interval
 # (metrics.membership.membership_over_runs); at the paper's 10 + 100 to stay within a session's hours.
 STATISTICS_SEEDS = [1, 2, 3]
@@ -300,7 +305,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "attacks": STATISTICS_ATTACKS,
         "defenses": ["none"],
         "corpora": ["synthetic-corp", "chatterbot-qa"],
-        "attack_params": {"mi": STATISTICS_MI, "mi-entailment": {**STATISTICS_MI, "n_questions": 2}},
+        "attack_params": {"mi": STATISTICS_MI, "mi-entailment": STATISTICS_MI},
         # chatterbot-qa whole: its 2,026 conversations hold 899 distinct texts, and the split drops repeats
         "corpus_params": {"synthetic-corp": {"n_docs": 450}, "chatterbot-qa": {"n_docs": 2026}},
         "stack": STATISTICS_STACK,

@@ -67,8 +67,14 @@ def sarif(summary: dict[str, Any]) -> str:
 
 
 def _dynamic(cell: dict[str, Any]) -> str:
+    """The effect counts in words: a channel (top-k, prompt or answer) changed against the identity
+    hook's in N of M calls, or, for records from before the channel effect, the hook's own output."""
     dyn = cell.get("dynamic")
-    return "" if not dyn else f", changed {dyn['changed']} of {dyn['calls']} calls"
+    if not dyn:
+        return ""
+    if dyn.get("basis", "own output") != "channel":
+        return f", its own output changed in {dyn['changed']} of {dyn['calls']} calls"
+    return f", changed its channel in {dyn['changed']} of {dyn['calls']} calls"
 
 
 def _queries(cell: dict[str, Any]) -> str:
