@@ -217,10 +217,11 @@ def _rankable(token: str) -> bool:
     return token.isdigit() or (len(token) >= 4 and token not in _STOP)
 
 
-def idf_weights(docs: Sequence[Document]) -> dict[str, float]:
+def idf_weights(docs: Sequence[Document], df: Counter | None = None) -> dict[str, float]:
     """Smoothed inverse document frequency, log((N + 1) / (df + 1)) + 1, over ``docs`` (the
-    candidates the attacker holds), for the tokens worth withholding."""
-    df = Counter(t for d in docs for t in {t for t in tokens(d.text) if _rankable(t)})
+    candidates the attacker holds), for the tokens worth withholding; ``df``: their
+    ``document_frequencies`` where the caller already has them."""
+    df = document_frequencies(docs) if df is None else df
     n = len(docs)
     return {t: math.log((n + 1) / (c + 1)) + 1.0 for t, c in df.items()}
 
@@ -390,8 +391,8 @@ class EntailmentMembership(LLMAttackMixin, MembershipAttack):
         p = self.params
         withheld, continued = p.questions == "withheld", p.questions == "continue"
         nli = ctx.require_stack(f"attack {self.name}").nli("onnx") if (p.nli or p.questions == "writer") else None
-        idf = idf_weights(view.documents) if not p.questions == "writer" else {}
-        df = document_frequencies(view.documents) if continued else Counter()
+        df = document_frequencies(view.documents) if p.questions != "writer" else Counter()
+        idf = idf_weights(view.documents, df) if p.questions != "writer" else {}
         # questions are built only for the candidates the budget reaches
         reach = view.documents[:math.ceil(session.remaining / p.n_questions)]
         plan: list[tuple[Document, str, str, WithheldQuestion | ContinuationQuestion | None]] = []

@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ragleak.audit.state import changed, clock_reads, state_digests
 from ragleak.pipeline.channel_keys import norm_text
@@ -160,6 +160,18 @@ def _effect(probe: Probe, hook: str, args: tuple, out: Any, reference: Callable[
     return _compare(top(list(args[1])), top(list(out)))
 
 
+def _fresh_instances(probe: Probe, cls: type, rec: _Recording, h: Harness) -> Iterator[tuple[str, list, Any]]:
+    """Per corpus with recorded inputs: (corpus, its inputs, a fresh prepared instance of ``cls``,
+    reseeded so each corpus's run starts from the same noise)."""
+    for corpus, items in rec.inputs.items():
+        if not items:
+            continue
+        h.reseed()
+        defense = h.instantiate(cls)
+        defense.prepare(probe.stack.context(h.seed))
+        yield corpus, items, defense
+
+
 def _long_run(probe: Probe, cls: type, hook: HookName, rec: _Recording, h: Harness) -> _LongRun:
     run = _LongRun()
     main = max(rec.inputs, key=lambda c: len(rec.inputs[c]))
@@ -169,12 +181,7 @@ def _long_run(probe: Probe, cls: type, hook: HookName, rec: _Recording, h: Harne
     references: dict[int, str] = {}
     deadline = time.perf_counter() + LONG_SECONDS
     try:
-        for corpus, items in rec.inputs.items():
-            if not items:
-                continue
-            h.reseed()
-            defense = h.instantiate(cls)
-            defense.prepare(probe.stack.context(h.seed))
+        for corpus, items, defense in _fresh_instances(probe, cls, rec, h):
             for k in range(LONG_CALLS if corpus == main else OTHER_CALLS):
                 if time.perf_counter() > deadline:
                     run.capped = True
@@ -253,12 +260,7 @@ def _fast_forward(probe: Probe, cls: type, hook: HookName, rec: _Recording,
     run = _LongRun()
     advanced: set[str] = set()
     acted = 0
-    for corpus, items in rec.inputs.items():
-        if not items:
-            continue
-        h.reseed()
-        defense = h.instantiate(cls)
-        defense.prepare(probe.stack.context(h.seed))
+    for corpus, items, defense in _fresh_instances(probe, cls, rec, h):
         slots = {n: _counter_slot(defense, n) for n in sorted(rec.state)}
         slots = {n: s for n, s in slots.items() if s is not None}
 
